@@ -1,0 +1,52 @@
+# The two commands a newcomer needs: `make reproduce` and `make test`.
+# Each sets up what it needs (virtual environment, packages, data) idempotently.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PRESET ?= full
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+
+.PHONY: help venv data test test-lib test-notebooks reproduce resume bench strip clean-runs
+
+help:
+	@echo "make reproduce   regenerate reports/ from every notebook (PRESET=full by default)"
+	@echo "make test        run the library tests and execute every notebook on its small preset"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed, found " + sys.version)'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "installing packages into $(VENV) (first time: a few minutes)"
+	@$(PY) -m pip install -q --upgrade pip 2>&1 | { grep -v "^WARNING: Location" || true; }
+	@$(PY) -m pip install -q -e '.[dev]' 2>&1 | { grep -v "^WARNING: Location" || true; }
+	@$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+data: $(STAMP)
+	@$(PY) -m orderlib.setup_data
+
+test: data
+	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $(NOTEBOOKS)
+
+reproduce: data clean-runs resume
+
+# Like reproduce, but keeps the checkpoints of an interrupted run and resumes from them.
+resume: data
+	@mkdir -p runs/executed
+	@for nb in $(NOTEBOOKS); do \
+	  echo "== $$nb (PRESET=$(PRESET))"; \
+	  $(PY) -m papermill --progress-bar -p PRESET $(PRESET) $$nb runs/executed/$$(basename $$nb) || exit 1; \
+	done
+	@echo "reports written to reports/ (full preset) or runs/<preset>/reports (others)"
+
+# Strip notebook outputs, keeping only cells marked NBVAL_CHECK_OUTPUT (nbval compares those).
+strip: $(STAMP)
+	$(PY) -m orderlib.tools.strip_notebooks $(NOTEBOOKS)
+
+clean-runs:
+	rm -rf runs/$(PRESET)/checkpoints

@@ -1,0 +1,1 @@
+"""Encoders: map concepts, sentences or images to embeddings."""

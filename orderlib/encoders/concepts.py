@@ -1,0 +1,139 @@
+"""Concept tables for WordNet hypernymy (Sec. 3 of Vendrov et al.): one learned embedding per synset.
+
+Each model gives `energy(u, v)` (low = "u is a hyponym of v") and names the loss it trains with.
+Tables are `nn.Embedding`s; `tables()` names them so a trainer can update only touched rows.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from orderlib import penalties
+
+
+class ConceptModel(nn.Module):
+    """Base class: `energy(u, v)` over int64 index tensors (B,) -> (B,)."""
+
+    loss = "max_margin"
+
+    def energy(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return self.energy(u, v)
+
+    def tables(self) -> dict[str, nn.Parameter]:
+        """Return the per-concept tables by parameter name (rows indexed by concept id)."""
+        return {f"{name}.weight": m.weight for name, m in self.named_modules()
+                if isinstance(m, nn.Embedding)}
+
+    def constrain(self, name: str, block: torch.Tensor) -> torch.Tensor:
+        """Return rows of table `name` with the model's constraints re-imposed (after a step)."""
+        return block
+
+    @torch.no_grad()
+    def constrain_all_(self) -> None:
+        for name, t in self.tables().items():
+            t.copy_(self.constrain(name, t))
+
+    @torch.no_grad()
+    def energies(self, pairs: torch.Tensor, batch: int = 65536) -> torch.Tensor:
+        """Return the energy of every pair in (P, 2), in batches."""
+        out = [self.energy(p[:, 0], p[:, 1]) for p in pairs.split(batch)]
+        return torch.cat(out) if out else pairs.new_zeros(0, dtype=torch.float32)
+
+
+class OrderEmbedding(ConceptModel):
+    """Order-embeddings: a table in R^N_+ scored by the order violation (Eq. 2, loss Eq. 4)."""
+
+    def __init__(self, n: int, dim: int = 50, generator=None):
+        super().__init__()
+        self.emb = nn.Embedding(n, dim)
+        with torch.no_grad():  # N(0, 1) then clamped at 0, as the authors' code
+            self.emb.weight.normal_(generator=generator).clamp_(min=0)
+
+    def energy(self, u, v):
+        return penalties.order_violation(self.emb(u), self.emb(v))  # (B,)
+
+    def constrain(self, name, block):
+        return block.clamp(min=0)
+
+
+class SymmetricEmbedding(ConceptModel):
+    """The "symmetric" row: the same table, unconstrained, scored by cosine distance."""
+
+    def __init__(self, n: int, dim: int = 50, generator=None):
+        super().__init__()
+        self.emb = nn.Embedding(n, dim)
+        with torch.no_grad():
+            self.emb.weight.normal_(generator=generator).mul_(dim ** -0.5)  # unit-scale rows
+
+    def energy(self, u, v):
+        return penalties.cosine_distance(self.emb(u), self.emb(v))
+
+
+class BilinearEmbedding(ConceptModel):
+    """The "bilinear" row: energy -(e_u^T W e_v + b), Socher et al. (2013)'s bilinear model.
+
+    A signed score has no zero-penalty anchor, so it trains with Socher et al.'s ranking hinge.
+    """
+
+    loss = "ranking_hinge"
+
+    def __init__(self, n: int, dim: int = 50, generator=None):
+        super().__init__()
+        self.emb = nn.Embedding(n, dim)
+        self.w = nn.Parameter(torch.eye(dim))
+        self.b = nn.Parameter(torch.zeros(()))
+        with torch.no_grad():
+            self.emb.weight.normal_(generator=generator).mul_(dim ** -0.5)
+            self.w.add_(0.01 * torch.randn(dim, dim, generator=generator))
+
+    def energy(self, u, v):
+        return -(penalties.bilinear_score(self.emb(u), self.w, self.emb(v)) + self.b)
+
+
+class GaussianEmbedding(ConceptModel):
+    """The "word2gauss" row: diagonal Gaussians scored by KL(N_u || N_v) (Vilnis & McCallum, 2015).
+
+    Means are kept in a ball of radius `mu_max` and variances in [var_min, var_max] after each
+    step, as in word2gauss; trained with the ranking hinge, margin chosen on dev.
+    """
+
+    loss = "ranking_hinge"
+
+    def __init__(self, n: int, dim: int = 50, generator=None,
+                 mu_max: float = 2.0, var_min: float = 0.05, var_max: float = 5.0):
+        super().__init__()
+        self.mu = nn.Embedding(n, dim)
+        self.log_var = nn.Embedding(n, dim)
+        self.mu_max, self.var_min, self.var_max = mu_max, var_min, var_max
+        with torch.no_grad():
+            self.mu.weight.normal_(generator=generator).mul_(0.1)
+            self.log_var.weight.zero_()
+
+    def energy(self, u, v):
+        return penalties.gaussian_kl(self.mu(u), self.log_var(u).exp(), self.mu(v), self.log_var(v).exp())
+
+    def constrain(self, name, block):
+        if name == "mu.weight":
+            return block * (self.mu_max / block.norm(dim=-1, keepdim=True).clamp(min=1e-12)).clamp(max=1.0)
+        return block.clamp(math.log(self.var_min), math.log(self.var_max))
+
+
+CONCEPT_MODELS = {
+    "order-embeddings": OrderEmbedding,
+    "order-embeddings (symmetric)": SymmetricEmbedding,
+    "order-embeddings (bilinear)": BilinearEmbedding,
+    "word2gauss": GaussianEmbedding,
+}
+
+
+def build_concept_model(name: str, n: int, dim: int = 50, seed: int = 0, **kwargs) -> ConceptModel:
+    """Build a Table 1 model by its row name, initialised from `seed` (no global seeding)."""
+    if name not in CONCEPT_MODELS:
+        raise ValueError(f"unknown model {name!r}; expected one of {sorted(CONCEPT_MODELS)}")
+    g = torch.Generator().manual_seed(seed)
+    return CONCEPT_MODELS[name](n, dim, generator=g, **kwargs)

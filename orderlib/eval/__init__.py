@@ -1,0 +1,1 @@
+"""Evaluation: threshold accuracy, retrieval ranks, hit@k."""

@@ -1,0 +1,110 @@
+"""Report tables: long-format CSV + Markdown + provenance JSON, written atomically.
+
+Every table is `reports/tables/<id>.csv` with at least `method, metric, paper, ours`
+(`paper` empty where the paper has no number), `<id>.md` and `<id>.meta.json`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from orderlib.checkpoint import atomic_write_text
+from orderlib.paths import repo_root
+
+REQUIRED_COLUMNS = ("method", "metric", "paper", "ours")
+
+
+def git_commit(root: Path | None = None) -> str:
+    """Return the current commit (with '-dirty' if the tree has changes), or 'unknown'."""
+    root = root or repo_root()
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def device_description(device) -> str:
+    """Describe the device a run used: CPU model and threads, or the CUDA device name."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"cuda:{torch.cuda.get_device_name(device)}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"cpu:{cpu} ({torch.get_num_threads()} threads)"
+
+
+def fingerprint_arrays(*arrays) -> str:
+    """Return a sha256 over numpy arrays (shape, dtype and bytes)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(str((a.shape, str(a.dtype))).encode())
+        h.update(memoryview(a).cast("B") if a.flags.c_contiguous else a.copy().tobytes())
+    return h.hexdigest()
+
+
+def to_markdown(df: pd.DataFrame, title: str = "", notes: str = "") -> str:
+    """Render a long table as Markdown: method x metric, with paper and ours side by side."""
+    show = df.copy()
+    show["paper"] = show["paper"].map(lambda x: "" if pd.isna(x) or x == "" else f"{float(x):g}")
+    show["ours"] = show["ours"].map(lambda x: "" if pd.isna(x) else (f"{x:.2f}" if isinstance(x, float) else str(x)))
+    parts = [f"# {title}\n" if title else "", show.to_markdown(index=False), "\n"]
+    if notes:
+        parts.append("\n" + notes.strip() + "\n")
+    return "\n".join(p for p in parts if p)
+
+
+def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | None = None,
+                title: str = "", notes: str = "") -> dict[str, Path]:
+    """Write `<id>.csv`, `<id>.md`, `<id>.meta.json` under reports/tables atomically; return paths.
+
+    `meta` should hold at least preset, seed, device, data source and fingerprint and wall time;
+    the git commit (unless given: take it when the run starts), timestamp and versions are added.
+    """
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"table {table_id!r} lacks columns {missing}; long format needs {REQUIRED_COLUMNS}")
+    for key in ("preset", "seed", "device", "data_source", "data_fingerprint", "wall_time_s"):
+        if key not in meta:
+            raise ValueError(f"provenance for {table_id!r} lacks {key!r}")
+    import torch
+
+    out_dir = Path(out_dir or repo_root() / "reports" / "tables")
+    full_meta = {"id": table_id, "git_commit": meta.get("git_commit") or git_commit(),
+                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
+                 "python": platform.python_version(), **meta}
+    paths = {"csv": out_dir / f"{table_id}.csv", "md": out_dir / f"{table_id}.md",
+             "meta": out_dir / f"{table_id}.meta.json"}
+    atomic_write_text(paths["csv"], df.to_csv(index=False))
+    atomic_write_text(paths["md"], to_markdown(df, title, notes))
+    atomic_write_text(paths["meta"], json.dumps(full_meta, indent=2, default=str) + "\n")
+    return paths
+
+
+def save_figure(fig, name: str, out_dir: Path | None = None) -> Path:
+    """Save a matplotlib figure as reports/figures/<name>.png atomically."""
+    out_dir = Path(out_dir or repo_root() / "reports" / "figures")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.png"
+    tmp = out_dir / f".{name}.{os.getpid()}.png"
+    fig.savefig(tmp, dpi=150, bbox_inches="tight")
+    os.replace(tmp, path)
+    return path

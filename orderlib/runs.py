@@ -1,0 +1,38 @@
+"""Where a notebook run writes: reports for the full preset, scratch dirs for the others."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from orderlib.paths import repo_root
+
+
+@dataclass
+class RunPaths:
+    tables: Path
+    figures: Path
+    checkpoints: Path
+
+    @property
+    def reports(self) -> Path:
+        return self.tables.parent
+
+
+def run_paths(name: str, preset: str, root: Path | None = None) -> RunPaths:
+    """Full-preset runs write `reports/`; other presets write `runs/<preset>/reports/` so a CI
+    run never overwrites the committed tables. Checkpoints go to `runs/<preset>/checkpoints/<name>`."""
+    root = Path(root or repo_root())
+    reports = root / "reports" if preset == "full" else root / "runs" / preset / "reports"
+    ckpt = root / "runs" / preset / "checkpoints" / name
+    for p in (reports / "tables", reports / "figures", ckpt):
+        p.mkdir(parents=True, exist_ok=True)
+    return RunPaths(reports / "tables", reports / "figures", ckpt)
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """Map "auto" to CUDA when available, else CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)

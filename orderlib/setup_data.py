@@ -1,0 +1,40 @@
+"""Install the datasets this project can reach: `python -m orderlib.setup_data [wordnet ...]`."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
+from orderlib.paths import DataError, data_root
+
+
+def setup_wordnet() -> list[str]:
+    lines = []
+    for version in ("3.0", "3.1"):
+        path = ensure_wordnet(version)
+        g = load_noun_graph(version)  # builds the cached graph once
+        lines.append(f"WordNet {version}: {path} ({len(g.names):,} noun synsets, "
+                     f"{g.n_edges:,} edges, from {g.source})")
+    return lines
+
+
+TARGETS = {"wordnet": setup_wordnet}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("targets", nargs="*", default=list(TARGETS), choices=list(TARGETS) + [[]])
+    args = ap.parse_args(argv)
+    print(f"data root: {data_root()}  (set ORDERLIB_DATA to change it)")
+    try:
+        for t in args.targets or list(TARGETS):
+            for line in TARGETS[t]():
+                print(line)
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

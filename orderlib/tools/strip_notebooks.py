@@ -1,0 +1,41 @@
+"""Strip notebook outputs for the repo, keeping those of cells marked `# NBVAL_CHECK_OUTPUT`.
+
+nbval (lax mode) compares exactly those kept outputs when CI re-executes the notebooks.
+Usage: `python -m orderlib.tools.strip_notebooks notebooks/*.ipynb`.
+"""
+from __future__ import annotations
+
+import sys
+
+import nbformat
+
+MARK = "NBVAL_CHECK_OUTPUT"
+VOLATILE_METADATA = ("papermill", "execution", "widgets")
+
+
+def strip(nb) -> None:
+    for key in VOLATILE_METADATA:
+        nb.metadata.pop(key, None)
+    for cell in nb.cells:
+        for key in VOLATILE_METADATA:
+            cell.metadata.pop(key, None)
+        if cell.cell_type != "code":
+            continue
+        cell.execution_count = None
+        if MARK in cell.source:
+            for out in cell.outputs:
+                out.pop("execution_count", None)
+        else:
+            cell.outputs = []
+
+
+def main(paths: list[str]) -> int:
+    for p in paths:
+        nb = nbformat.read(p, as_version=4)
+        strip(nb)
+        nbformat.write(nb, p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

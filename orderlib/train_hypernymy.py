@@ -1,0 +1,178 @@
+"""Train a concept model on WordNet hypernym pairs (Sec. 3.3 of Vendrov et al.).
+
+Batches hold `batch` true pairs and one corrupted pair per true pair; train negatives are redrawn
+each epoch from an RNG seeded by (seed, epoch), so a resumed run is the run it continues.
+Model selection (early stopping and threshold) uses dev only.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.func import functional_call
+from tqdm.auto import tqdm
+
+from orderlib.checkpoint import load_checkpoint, save_checkpoint
+from orderlib.data.hypernymy import HypernymyData
+from orderlib.encoders.concepts import ConceptModel, build_concept_model
+from orderlib.eval.threshold import best_threshold, threshold_accuracy
+from orderlib.losses import LOSSES
+from orderlib.optim import RowAdam
+
+
+@dataclass
+class HypernymyConfig:
+    model: str = "order-embeddings"
+    dim: int = 50
+    epochs: int = 50
+    batch: int = 500  # true pairs per batch, plus as many corrupted ones
+    lr: float = 0.01
+    margin: float = 1.0
+    patience: int = 5  # epochs without a better dev accuracy before stopping
+    lazy: bool = True  # Adam on the touched rows only (SparseAdam's rule) or dense Adam on all
+    train_fraction: float = 1.0  # fraction of train positives seen per epoch (small presets)
+    seed: int = 0
+
+
+@dataclass
+class TrainResult:
+    model: ConceptModel
+    history: list[dict] = field(default_factory=list)
+    best_epoch: int = -1
+    tau: float = float("nan")
+    dev_accuracy: float = float("nan")
+    test_accuracy: float = float("nan")
+    seconds: float = 0.0
+    resumed: bool = False
+
+
+class _Stepper:
+    """One optimisation step: lazy row-wise Adam on the tables + Adam on any dense parameters,
+    or plain dense Adam on everything."""
+
+    def __init__(self, model: ConceptModel, cfg: HypernymyConfig):
+        self.model, self.lazy = model, cfg.lazy
+        self.tables = model.tables() if cfg.lazy else {}
+        dense = [p for n, p in model.named_parameters() if n not in self.tables]
+        self.rows = RowAdam({k: t.data for k, t in self.tables.items()}, lr=cfg.lr) if self.lazy else None
+        self.dense = torch.optim.Adam(dense, lr=cfg.lr) if dense else None
+        self._pos: torch.Tensor | None = None
+
+    def _touched(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return (rows, inverse) for idx without a sort: a marker over all concepts."""
+        n = next(iter(self.tables.values())).shape[0]
+        if self._pos is None or self._pos.device != idx.device:
+            self._pos = torch.zeros(n, dtype=torch.long, device=idx.device)
+        mark = torch.zeros(n, dtype=torch.bool, device=idx.device)
+        mark[idx] = True
+        rows = mark.nonzero().squeeze(1)
+        self._pos[rows] = torch.arange(len(rows), device=idx.device)
+        return rows, self._pos[idx]
+
+    def step(self, loss_fn, pos: torch.Tensor, neg: torch.Tensor) -> float:
+        b = len(pos)
+        pairs = torch.cat([pos, neg])  # (2B, 2): one energy call for both halves
+        if self.lazy:  # gather touched rows into small leaves, index them locally
+            rows, inv = self._touched(pairs.flatten())
+            local = {k: t.detach().index_select(0, rows).requires_grad_() for k, t in self.tables.items()}
+            inv = inv.view(-1, 2)
+            e = functional_call(self.model, local, (inv[:, 0], inv[:, 1]))  # (2B,)
+        else:
+            e = self.model(pairs[:, 0], pairs[:, 1])
+        loss = loss_fn(e[:b], e[b:])
+        if self.dense is not None:
+            self.dense.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.lazy:
+            self.rows.step(rows, {k: v.grad for k, v in local.items()}, self.model.constrain, local)
+        if self.dense is not None:
+            self.dense.step()
+        if not self.lazy:
+            self.model.constrain_all_()
+        return float(loss.detach())
+
+    def state_dict(self) -> dict:
+        return {"rows": self.rows.state_dict() if self.rows else None,
+                "dense": self.dense.state_dict() if self.dense else None}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.rows:
+            self.rows.load_state_dict(state["rows"])
+        if self.dense:
+            self.dense.load_state_dict(state["dense"])
+
+
+def evaluate(model: ConceptModel, data: HypernymyData, device) -> dict:
+    """Choose tau on dev, report dev and test accuracy (%)."""
+    e_dev = model.energies(torch.as_tensor(data.dev, device=device)).cpu().numpy()
+    e_test = model.energies(torch.as_tensor(data.test, device=device)).cpu().numpy()
+    tau, dev_acc = best_threshold(e_dev, data.dev_labels)
+    return {"tau": tau, "dev_accuracy": 100 * dev_acc,
+            "test_accuracy": 100 * threshold_accuracy(e_test, data.test_labels, tau)}
+
+
+def train_epoch(stepper: _Stepper, data: HypernymyData, cfg: HypernymyConfig, epoch: int, device,
+                progress: bool) -> float:
+    rng = np.random.default_rng([cfg.seed, epoch])
+    pos = data.train[rng.permutation(len(data.train))]
+    pos = pos[: max(1, int(round(cfg.train_fraction * len(pos))))]
+    neg = data.train_negatives(rng, pos)
+    pos_t = torch.as_tensor(pos, device=device)  # (P, 2)
+    neg_t = torch.as_tensor(neg, device=device)  # (P, 2)
+    base = LOSSES[stepper.model.loss]
+    loss_fn = lambda e_pos, e_neg: base(e_pos, e_neg, cfg.margin)  # noqa: E731
+    total, steps = 0.0, 0
+    bar = tqdm(range(0, len(pos), cfg.batch), desc=f"{cfg.model} epoch {epoch}", leave=False,
+               disable=not progress, mininterval=2.0)
+    for i in bar:
+        total += stepper.step(loss_fn, pos_t[i:i + cfg.batch], neg_t[i:i + cfg.batch])
+        steps += 1
+    return total / max(1, steps)
+
+
+def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
+                        checkpoint: Path | None = None, progress: bool = True) -> TrainResult:
+    """Train `cfg.model` with early stopping on dev accuracy; resume from `checkpoint` if present."""
+    device = torch.device(device)
+    model = build_concept_model(cfg.model, data.n_nodes, cfg.dim, cfg.seed).to(device)
+    stepper = _Stepper(model, cfg)
+    state = load_checkpoint(checkpoint) if checkpoint else None
+    if state is not None and state["cfg"] != asdict(cfg):
+        state = None  # a different run: start over
+    start, history, best, best_state, done, seconds = 0, [], (-1.0, -1), None, False, 0.0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        stepper.load_state_dict(state["opt"])
+        start, history, best = state["epoch"] + 1, state["history"], tuple(state["best"])
+        best_state, done, seconds = state["best_state"], state["done"], state["seconds"]
+    resumed = state is not None
+    epochs = tqdm(range(start, cfg.epochs), desc=cfg.model, disable=not progress or done)
+    for epoch in epochs:
+        if done:
+            break
+        t0 = time.perf_counter()
+        model.train()
+        loss = train_epoch(stepper, data, cfg, epoch, device, progress)
+        model.eval()
+        ev = evaluate(model, data, device)
+        seconds += time.perf_counter() - t0
+        history.append({"epoch": epoch, "loss": loss, **ev, "seconds": seconds})
+        epochs.set_postfix(loss=f"{loss:.4f}", dev=f"{ev['dev_accuracy']:.2f}")
+        if ev["dev_accuracy"] > best[0]:
+            best, best_state = (ev["dev_accuracy"], epoch), copy.deepcopy(model.state_dict())
+        done = epoch - best[1] >= cfg.patience or epoch == cfg.epochs - 1
+        if checkpoint:
+            save_checkpoint(checkpoint, {"cfg": asdict(cfg), "model": model.state_dict(),
+                                         "opt": stepper.state_dict(), "epoch": epoch,
+                                         "history": history, "best": list(best),
+                                         "best_state": best_state, "done": done, "seconds": seconds})
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    ev = evaluate(model, data, device)
+    return TrainResult(model, history, best[1], ev["tau"], ev["dev_accuracy"], ev["test_accuracy"],
+                       seconds, resumed)

@@ -1,0 +1,25 @@
+import os
+
+import pytest
+
+from orderlib.data.wordnet import wordnet_dir
+
+
+@pytest.fixture(scope="session")
+def real_wordnet():
+    """The installed WordNet 3.1/3.0 dirs; skip if absent unless ORDERLIB_REQUIRE_DATA=1 (make test)."""
+    dirs = {v: wordnet_dir(v) for v in ("3.0", "3.1")}
+    if not all((d / "data.noun").exists() for d in dirs.values()):
+        if os.environ.get("ORDERLIB_REQUIRE_DATA") == "1":
+            pytest.fail("WordNet is not installed: run `make data`")
+        pytest.skip("WordNet not installed (run `make data`)")
+    return dirs
+
+
+@pytest.fixture
+def tiny_parents():
+    """A hand-built hierarchy with a diamond (two paths from `dog` to `animal`).
+
+    0 entity; 1 animal -> 0; 2 pet -> 1; 3 canine -> 1; 4 dog -> 2, 3; 5 cat -> 2; 6 rock -> 0
+    """
+    return [[], [0], [1], [1], [2, 3], [2], [0]]

@@ -1,0 +1,34 @@
+import numpy as np
+import pytest
+
+from orderlib.eval.threshold import best_threshold, threshold_accuracy
+
+
+def brute_force(e, y):
+    cands = np.r_[e.min() - 1, np.unique(e)]
+    return max(((e <= t) == y).mean() for t in cands)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_best_threshold_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    e = rng.integers(0, 8, size=n).astype(float)  # many ties
+    y = rng.random(n) < 0.5
+    tau, acc = best_threshold(e, y)
+    assert acc == pytest.approx(brute_force(e, y))
+    assert threshold_accuracy(e, y, tau) == pytest.approx(acc)
+
+
+def test_ties_are_never_split():
+    e = np.array([1.0, 1.0, 1.0, 2.0])
+    y = np.array([True, False, True, False])
+    tau, acc = best_threshold(e, y)
+    assert acc == pytest.approx(0.75) and 1.0 <= tau < 2.0
+
+
+def test_bad_input():
+    with pytest.raises(ValueError):
+        best_threshold(np.array([1.0, np.nan]), np.array([True, False]))
+    with pytest.raises(ValueError):
+        best_threshold(np.array([1.0]), np.array([True, False]))
