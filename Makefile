@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PRESET ?= full
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help venv data test test-lib test-notebooks reproduce resume bench strip clean-runs
+.PHONY: help venv data test reproduce resume strip notebooks clean-runs
 
 help:
 	@echo "make reproduce   regenerate reports/ from every notebook (PRESET=full by default)"
@@ -30,7 +30,7 @@ data: $(STAMP)
 	@$(PY) -m orderlib.setup_data
 
 test: data
-	$(PY) -m pytest -q tests
+	ORDERLIB_REQUIRE_DATA=1 $(PY) -m pytest -q tests
 	$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $(NOTEBOOKS)
 
 reproduce: data clean-runs resume
@@ -46,6 +46,13 @@ resume: data
 
 # Strip notebook outputs, keeping only cells marked NBVAL_CHECK_OUTPUT (nbval compares those).
 strip: $(STAMP)
+	$(PY) -m orderlib.tools.strip_notebooks $(NOTEBOOKS)
+
+# Re-execute every notebook on its small preset in place, then strip: refreshes the outputs
+# that nbval compares. Run after editing a notebook, before committing.
+notebooks: data
+	@mkdir -p runs
+	@for nb in $(NOTEBOOKS); do $(PY) -m papermill $$nb runs/.executed.ipynb && mv runs/.executed.ipynb $$nb || exit 1; done
 	$(PY) -m orderlib.tools.strip_notebooks $(NOTEBOOKS)
 
 clean-runs:

@@ -1,12 +1,23 @@
 """Lazy (row-wise) Adam for embedding tables.
 
-Only the rows a batch touches are read, updated and written back, with the update rule of
-`torch.optim.SparseAdam` (moments of untouched rows stay put, bias correction by global step).
-Gradients arrive as small dense (R, D) blocks, so no sparse tensors are built. The two moments
-of a row sit side by side, so one gather and one scatter serve both (the step is bound by
-random-row memory latency, not arithmetic).
+Only the rows a batch touches are read, updated and written back. Gradients arrive as small dense
+(R, D) blocks, so no sparse tensors are built. The two moments of a row sit side by side, so one
+gather and one scatter serve both (the step is bound by random-row memory latency).
+
+Two rules:
+- `catch_up=False`: `torch.optim.SparseAdam`'s rule: an untouched row does not move.
+- `catch_up=True`: dense Adam's trajectory, computed lazily. Under dense Adam a row with zero
+  gradient keeps moving by its decaying momentum; those k skipped steps all point along the same
+  m/sqrt(v), so when the row is touched again (or on `flush()`) they are applied at once:
+  sum_j lr * b1^j / c1(s+j) * sqrt(c2(s+j)) / b2^(j/2) * m/sqrt(v), with Adam's eps neglected
+  inside the skipped steps and the sum truncated after `window` terms ((b1/sqrt(b2))^128 ~ 1e-6).
+  A non-negativity clamp commutes with these monotone moves, so constraints stay exact.
+  Call `prepare(rows)` to get the rows' values for the forward pass, `step(rows, grads)` after
+  backward, and `flush()` before evaluating.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -16,39 +27,126 @@ _TINY = 1e-30  # floor for the second moment: keeps it out of (slow) denormals, 
 class RowAdam:
     """Adam on rows of 2-D tables: `step(rows, grads)` with grads[name] of shape (R, D)."""
 
+    EXACT_UNTIL = 2000  # steps; after it, the closed form's relative error is below 1e-3
+
     def __init__(self, tables: dict[str, torch.Tensor], lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 catch_up: bool = False, window: int = 128):
         self.tables, self.lr, self.betas, self.eps = tables, lr, betas, eps
+        self.catch_up, self.window = catch_up, window
         self.t = 0
         self.moments = {k: torch.zeros((v.shape[0], 2, v.shape[1]), dtype=v.dtype, device=v.device)
                         for k, v in tables.items()}  # (N, 2, D): first and second moment
+        some = next(iter(tables.values()))
+        self.last = torch.zeros(some.shape[0], dtype=torch.long, device=some.device)  # last step applied
+
+    def _lags(self, device) -> tuple[torch.Tensor, ...]:
+        if getattr(self, "_lag_cache", None) is None or self._lag_cache[0].device != device:
+            b1, b2 = self.betas
+            j = torch.arange(1, self.window + 1, device=device, dtype=torch.float64)  # (J,)
+            self._lag_cache = (j, b1 ** j, b2 ** j, b1 ** j / b2 ** (j / 2))
+        return self._lag_cache
+
+    def _skipped_factor(self, s: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Return (R,) sum_{j=1..k} b1^j sqrt(c2(s+j)) / (c1(s+j) b2^(j/2)), truncated at `window`.
+
+        Exact on a (R, window) grid while bias corrections still move (s < EXACT_UNTIL); later the
+        corrections are flat over the window and the geometric sum is taken in closed form.
+        """
+        b1, b2 = self.betas
+        r = b1 / math.sqrt(b2)
+        s, k = s.to(torch.float64), k.to(torch.float64)
+        a = (1 - torch.exp((s + 1) * math.log(b2))).sqrt() / (1 - torch.exp((s + 1) * math.log(b1)))
+        out = a * r * (1 - torch.exp(k.clamp(max=self.window) * math.log(r))) / (1 - r)  # (R,)
+        early = (s < self.EXACT_UNTIL).nonzero().squeeze(1)
+        if len(early):
+            j, b1j, b2j, ratio = self._lags(s.device)
+            se = s[early, None]  # (R', 1)
+            c1 = 1 - torch.exp(se * math.log(b1)) * b1j  # (R', J): 1 - b1^(s+j)
+            c2 = 1 - torch.exp(se * math.log(b2)) * b2j
+            terms = ratio * c2.sqrt() / c1
+            out[early] = torch.where(j <= k[early, None], terms, 0.0).sum(1)
+        return out
 
     @torch.no_grad()
-    def step(self, rows: torch.Tensor, grads: dict[str, torch.Tensor], constrain=None,
-             current: dict[str, torch.Tensor] | None = None) -> None:
-        """Update `rows` (unique int64, (R,)) of every table from its (R, D) gradient block.
+    def _apply_skipped(self, rows: torch.Tensor, upto: int, mv: dict, current: dict, constrain) -> None:
+        """Advance `rows` through the zero-gradient steps last[rows]+1 .. upto (dense Adam's moves)."""
+        k = upto - self.last.index_select(0, rows)  # (R,)
+        idle = (k > 0).nonzero().squeeze(1)
+        if len(idle) == 0:
+            return
+        k = k[idle]
+        f = self._skipped_factor(upto - k, k)[:, None]  # (R', 1)
+        b1, b2 = self.betas
+        dtype = next(iter(self.tables.values())).dtype
+        d1 = torch.exp(k[:, None] * math.log(b1)).to(dtype)  # (R', 1): b1^k
+        d2 = torch.exp(k[:, None] * math.log(b2)).to(dtype)
+        for name in mv:
+            m, v = mv[name][idle, 0], mv[name][idle, 1]  # (R', D)
+            new = current[name][idle] - (self.lr * f.to(dtype)) * m / v.clamp(min=_TINY).sqrt()
+            current[name][idle] = constrain(name, new) if constrain else new
+            mv[name][idle, 0] = m * d1
+            mv[name][idle, 1] = (v * d2).clamp(min=_TINY)
 
-        `constrain(name, block)` maps updated rows before they are written back; `current[name]`
-        may pass the rows' present values when the caller already gathered them.
+    @torch.no_grad()
+    def prepare(self, rows: torch.Tensor, constrain=None) -> dict[str, torch.Tensor]:
+        """Gather `rows` (unique int64, (R,)) brought up to the current step; return their values.
+
+        Call before taking the rows' gradients; the next `step(rows, ...)` reuses this gather.
         """
+        mv = {k: self.moments[k].index_select(0, rows) for k in self.tables}  # (R, 2, D)
+        cur = {k: self.tables[k].index_select(0, rows) for k in self.tables}  # (R, D)
+        if self.catch_up and self.t > 0:
+            self._apply_skipped(rows, self.t, mv, cur, constrain)
+        self._stash = (rows, mv, cur)
+        return {k: v.clone() for k, v in cur.items()}
+
+    @torch.no_grad()
+    def step(self, rows: torch.Tensor, grads: dict[str, torch.Tensor], constrain=None) -> None:
+        """Update `rows` of every table from its (R, D) gradient block and write them back.
+
+        `constrain(name, block)` maps updated rows before they are written back.
+        """
+        stash = getattr(self, "_stash", None)
+        _, mv, cur = stash if stash is not None and stash[0] is rows else (None, *self._gather(rows, constrain))
+        self._stash = None
         self.t += 1
         b1, b2 = self.betas
         c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
         for k, g in grads.items():
-            mv = self.moments[k].index_select(0, rows)  # (R, 2, D)
-            m, v = mv[:, 0], mv[:, 1]
+            m, v = mv[k][:, 0], mv[k][:, 1]
             m.mul_(b1).add_(g, alpha=1 - b1)
             v.mul_(b2).addcmul_(g, g, value=1 - b2).clamp_(min=_TINY)
-            self.moments[k].index_copy_(0, rows, mv)
-            new = (current[k].detach().clone() if current is not None
-                   else self.tables[k].index_select(0, rows))
-            new.sub_((m / c1).div_((v / c2).sqrt_().add_(self.eps)), alpha=self.lr)
-            self.tables[k].index_copy_(0, rows, constrain(k, new) if constrain else new)
+            cur[k].sub_((m / c1).div_((v / c2).sqrt_().add_(self.eps)), alpha=self.lr)
+        self._write(rows, mv, cur, constrain)
+
+    def _gather(self, rows, constrain):
+        self.prepare(rows, constrain)
+        _, mv, cur = self._stash
+        return mv, cur
+
+    def _write(self, rows, mv, cur, constrain) -> None:
+        for k in self.tables:
+            self.moments[k].index_copy_(0, rows, mv[k])
+            self.tables[k].index_copy_(0, rows, constrain(k, cur[k]) if constrain else cur[k])
+        self.last.index_fill_(0, rows, self.t)
+
+    def flush(self, constrain=None, block: int = 65536) -> None:
+        """Bring every row up to the current step (catch-up rule); call before evaluating or saving."""
+        if not self.catch_up:
+            return
+        n = self.last.shape[0]
+        for i in range(0, n, block):
+            rows = torch.arange(i, min(n, i + block), device=self.last.device)
+            _, mv, cur = (None, *self._gather(rows, constrain))
+            self._stash = None
+            self._write(rows, mv, cur, constrain)
 
     def state_dict(self) -> dict:
-        return {"t": self.t, "moments": self.moments}
+        return {"t": self.t, "moments": self.moments, "last": self.last}
 
     def load_state_dict(self, state: dict) -> None:
         self.t = state["t"]
+        self.last.copy_(state["last"])
         for k in self.moments:
             self.moments[k].copy_(state["moments"][k])

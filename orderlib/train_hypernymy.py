@@ -24,6 +24,13 @@ from orderlib.losses import LOSSES
 from orderlib.optim import RowAdam
 
 
+OPTIMIZERS = {
+    "adam": "dense Adam over every row every step (what the authors' Torch7 optim.adam did)",
+    "lazy_adam": "dense Adam's trajectory computed on touched rows only (RowAdam with catch-up)",
+    "sparse_adam": "SparseAdam's rule: rows absent from a batch do not move",
+}
+
+
 @dataclass
 class HypernymyConfig:
     model: str = "order-embeddings"
@@ -33,7 +40,7 @@ class HypernymyConfig:
     lr: float = 0.01
     margin: float = 1.0
     patience: int = 5  # epochs without a better dev accuracy before stopping
-    lazy: bool = True  # Adam on the touched rows only (SparseAdam's rule) or dense Adam on all
+    optimizer: str = "lazy_adam"  # one of OPTIMIZERS
     train_fraction: float = 1.0  # fraction of train positives seen per epoch (small presets)
     seed: int = 0
 
@@ -51,14 +58,17 @@ class TrainResult:
 
 
 class _Stepper:
-    """One optimisation step: lazy row-wise Adam on the tables + Adam on any dense parameters,
+    """One optimisation step: row-wise Adam on the tables + Adam on any dense parameters,
     or plain dense Adam on everything."""
 
     def __init__(self, model: ConceptModel, cfg: HypernymyConfig):
-        self.model, self.lazy = model, cfg.lazy
-        self.tables = model.tables() if cfg.lazy else {}
+        if cfg.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {cfg.optimizer!r}; expected one of {sorted(OPTIMIZERS)}")
+        self.model, self.lazy = model, cfg.optimizer != "adam"
+        self.tables = model.tables() if self.lazy else {}
         dense = [p for n, p in model.named_parameters() if n not in self.tables]
-        self.rows = RowAdam({k: t.data for k, t in self.tables.items()}, lr=cfg.lr) if self.lazy else None
+        self.rows = (RowAdam({k: t.data for k, t in self.tables.items()}, lr=cfg.lr,
+                             catch_up=cfg.optimizer == "lazy_adam") if self.lazy else None)
         self.dense = torch.optim.Adam(dense, lr=cfg.lr) if dense else None
         self._pos: torch.Tensor | None = None
 
@@ -78,7 +88,8 @@ class _Stepper:
         pairs = torch.cat([pos, neg])  # (2B, 2): one energy call for both halves
         if self.lazy:  # gather touched rows into small leaves, index them locally
             rows, inv = self._touched(pairs.flatten())
-            local = {k: t.detach().index_select(0, rows).requires_grad_() for k, t in self.tables.items()}
+            current = self.rows.prepare(rows, self.model.constrain)  # with pending momentum moves
+            local = {k: v.requires_grad_() for k, v in current.items()}
             inv = inv.view(-1, 2)
             e = functional_call(self.model, local, (inv[:, 0], inv[:, 1]))  # (2B,)
         else:
@@ -88,12 +99,17 @@ class _Stepper:
             self.dense.zero_grad(set_to_none=True)
         loss.backward()
         if self.lazy:
-            self.rows.step(rows, {k: v.grad for k, v in local.items()}, self.model.constrain, local)
+            self.rows.step(rows, {k: v.grad for k, v in local.items()}, self.model.constrain)
         if self.dense is not None:
             self.dense.step()
         if not self.lazy:
             self.model.constrain_all_()
         return float(loss.detach())
+
+    def flush(self) -> None:
+        """Apply every pending row update (before evaluating or saving)."""
+        if self.rows is not None:
+            self.rows.flush(self.model.constrain)
 
     def state_dict(self) -> dict:
         return {"rows": self.rows.state_dict() if self.rows else None,
@@ -157,6 +173,7 @@ def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
         t0 = time.perf_counter()
         model.train()
         loss = train_epoch(stepper, data, cfg, epoch, device, progress)
+        stepper.flush()
         model.eval()
         ev = evaluate(model, data, device)
         seconds += time.perf_counter() - t0

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from orderlib.optim import RowAdam
@@ -33,3 +34,44 @@ def test_row_adam_constrain_and_state_roundtrip():
     opt2 = RowAdam({"w": w.clone()}, lr=1.0)
     opt2.load_state_dict(state)
     assert opt2.t == 1 and torch.equal(opt2.moments["w"], opt.moments["w"])
+
+
+def test_catch_up_row_adam_follows_dense_adam():
+    g = torch.Generator().manual_seed(1)
+    w0 = torch.rand(30, 5, generator=g)
+    dense = w0.clone().requires_grad_()
+    opt = torch.optim.Adam([dense], lr=0.02)
+    lazy, plain = w0.clone(), w0.clone()
+    row_adam = RowAdam({"w": lazy}, lr=0.02, catch_up=True)
+    sparse_rule = RowAdam({"w": plain}, lr=0.02)
+    clamp = lambda k, b: b.clamp(min=0)  # noqa: E731
+    for _ in range(60):
+        idx = torch.randint(0, 30, (4,), generator=g)
+        target = torch.rand(4, 5, generator=g)
+        opt.zero_grad()
+        ((dense[idx] - target) ** 2).sum().backward()
+        opt.step()
+        with torch.no_grad():
+            dense.clamp_(min=0)
+        rows, inv = idx.unique(return_inverse=True)
+        leaf = row_adam.prepare(rows, constrain=clamp)["w"].requires_grad_()
+        ((leaf[inv] - target) ** 2).sum().backward()
+        row_adam.step(rows, {"w": leaf.grad}, constrain=clamp)
+        leaf = plain[rows].clone().requires_grad_()
+        ((leaf[inv] - target) ** 2).sum().backward()
+        sparse_rule.step(rows, {"w": leaf.grad}, constrain=clamp)
+    row_adam.flush(constrain=clamp)
+    # without catch-up (SparseAdam's rule) idle rows lag behind dense Adam
+    assert torch.allclose(lazy, dense.detach(), atol=2e-4), (lazy - dense).abs().max()
+    assert not torch.allclose(plain, dense.detach(), atol=1e-2)
+
+
+def test_skipped_factor_closed_form_matches_exact_grid():
+    opt = RowAdam({"w": torch.zeros(3, 2)}, lr=0.1, catch_up=True)
+    s = torch.tensor([2500, 4000, 30000, 2100])
+    k = torch.tensor([1, 7, 40, 500])
+    closed = opt._skipped_factor(s, k)
+    opt.EXACT_UNTIL = 10**9  # force the exact grid
+    exact = opt._skipped_factor(s, k)
+    assert torch.allclose(closed, exact, rtol=1e-3)
+    assert closed[0] == pytest.approx(0.9 / 0.999 ** 0.5 * (1 - 0.999 ** 2501) ** 0.5 / (1 - 0.9 ** 2501), rel=1e-3)

@@ -16,8 +16,8 @@ from orderlib.losses import max_margin
 from orderlib.penalties import order_violation_matrix
 
 PRESETS = {
-    "full": dict(root="feline.n.01", depth=3, dim=2, steps=4000, lr=0.02, margin=1.0, seed=0),
-    "small": dict(root="feline.n.01", depth=3, dim=2, steps=1500, lr=0.02, margin=1.0, seed=0),
+    "full": dict(root="feline.n.01", depth=2, dim=2, steps=4000, lr=0.02, margin=1.0, seed=0),
+    "small": dict(root="feline.n.01", depth=2, dim=2, steps=1500, lr=0.02, margin=1.0, seed=0),
 }
 
 

@@ -1,0 +1,59 @@
+import json
+
+import nbformat
+import pandas as pd
+import pytest
+
+from orderlib.reports import write_table
+from orderlib.runs import run_paths
+from orderlib.tools.strip_notebooks import strip
+
+META = {"preset": "small", "seed": 0, "device": "cpu", "data_source": "x", "data_fingerprint": "ab",
+        "wall_time_s": 1.0}
+
+
+def test_write_table_long_format_and_provenance(tmp_path):
+    df = pd.DataFrame({"method": ["a", "b"], "metric": ["acc", "acc"], "paper": [90.6, None],
+                       "ours": [91.0, 50.0]})
+    paths = write_table("t1", df, META, tmp_path, title="T", notes="note")
+    back = pd.read_csv(paths["csv"])
+    assert list(back.columns[:4]) == ["method", "metric", "paper", "ours"]
+    assert pd.isna(back.loc[1, "paper"])
+    meta = json.loads(paths["meta"].read_text())
+    assert meta["preset"] == "small" and meta["id"] == "t1" and "git_commit" in meta
+    md = paths["md"].read_text()
+    assert "| a" in md and "90.6" in md and "note" in md
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_write_table_rejects_missing_columns_and_provenance(tmp_path):
+    with pytest.raises(ValueError, match="long format"):
+        write_table("t", pd.DataFrame({"method": [], "ours": []}), META, tmp_path)
+    df = pd.DataFrame({"method": [], "metric": [], "paper": [], "ours": []})
+    with pytest.raises(ValueError, match="wall_time_s"):
+        write_table("t", df, {k: v for k, v in META.items() if k != "wall_time_s"}, tmp_path)
+
+
+def test_small_presets_never_write_reports(tmp_path):
+    assert run_paths("x", "small", tmp_path).tables == tmp_path / "runs/small/reports/tables"
+    assert run_paths("x", "full", tmp_path).tables == tmp_path / "reports/tables"
+
+
+def test_strip_keeps_only_checked_outputs():
+    nb = nbformat.v4.new_notebook()
+    out = nbformat.v4.new_output("stream", text="42\n")
+    checked = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(42)", outputs=[out], execution_count=3)
+    other = nbformat.v4.new_code_cell("print(1)", outputs=[out], execution_count=4)
+    nb.cells = [checked, other]
+    strip(nb)
+    assert checked.outputs and checked.execution_count == 3
+    assert other.outputs == [] and other.execution_count is None
+
+
+def test_environment_yml_installs_the_one_dependency_list():
+    from orderlib.paths import repo_root
+
+    text = (repo_root() / "environment.yml").read_text()
+    assert '-e ".[dev]"' in text
+    pip_lines = [ln.strip() for ln in text.split("- pip:")[1].splitlines() if ln.strip().startswith("-")]
+    assert pip_lines == ['- -e ".[dev]"']  # no second list to drift
