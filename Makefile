@@ -19,7 +19,6 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed, found " + sys.version)'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing packages into $(VENV) (first time: a few minutes)"
-	@$(PY) -m pip install -q --upgrade pip 2>&1 | { grep -v "^WARNING: Location" || true; }
 	@$(PY) -m pip install -q -e '.[dev]' 2>&1 | { grep -v "^WARNING: Location" || true; }
 	@$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $(STAMP)
