@@ -23,8 +23,12 @@ TARGETS = {"wordnet": setup_wordnet}
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("targets", nargs="*", default=list(TARGETS), choices=list(TARGETS) + [[]])
+    ap.add_argument("targets", nargs="*", metavar="TARGET",
+                    help=f"what to install: {', '.join(TARGETS)} (default: all)")
     args = ap.parse_args(argv)
+    unknown = [t for t in args.targets if t not in TARGETS]
+    if unknown:
+        ap.error(f"unknown target(s) {unknown}; expected {list(TARGETS)}")
     print(f"data root: {data_root()}  (set ORDERLIB_DATA to change it)")
     try:
         for t in args.targets or list(TARGETS):

@@ -47,3 +47,19 @@ def test_real_wordnet_reads_through_nltk(real_wordnet):
     assert wn31.get_version() == "3.1"
     for d in real_wordnet.values():
         assert not any(p.is_symlink() for p in d.iterdir())  # NLTK refuses links
+
+
+def test_setup_data_cli_rejects_unknown_target(capsys):
+    from orderlib.setup_data import main
+
+    with pytest.raises(SystemExit):
+        main(["imagenet"])
+    assert "unknown target" in capsys.readouterr().err
+
+
+def test_setup_data_cli_installs_wordnet(real_wordnet, capsys):
+    from orderlib.setup_data import main
+
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "WordNet 3.0" in out and "82,192 noun synsets" in out
