@@ -5,7 +5,6 @@ Every table is `reports/tables/<id>.csv` with at least `method, metric, paper, o
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -50,15 +49,6 @@ def device_description(device) -> str:
     except OSError:
         pass
     return f"cpu:{cpu} ({torch.get_num_threads()} threads)"
-
-
-def fingerprint_arrays(*arrays) -> str:
-    """Return a sha256 over numpy arrays (shape, dtype and bytes)."""
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(str((a.shape, str(a.dtype))).encode())
-        h.update(memoryview(a).cast("B") if a.flags.c_contiguous else a.copy().tobytes())
-    return h.hexdigest()
 
 
 def to_markdown(df: pd.DataFrame, title: str = "", notes: str = "") -> str:

@@ -49,6 +49,7 @@ def test_clean_split_has_no_leak(tiny_parents):
     assert not as_set(d.dev[d.dev_labels]) & as_set(d.train)
     assert len(d.train) == 13 - 5
     assert d.stats["test negatives that are true pairs"] == 0
+    assert d.stats["direct edges"] == 7 and d.stats["distinct pairs"] == 13
     assert not H.in_set(d.test[~d.test_labels], d.closure, d.n_nodes).any()
     rng = np.random.default_rng(0)
     assert not H.in_set(d.train_negatives(rng), d.closure, d.n_nodes).any()

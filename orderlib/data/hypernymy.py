@@ -123,11 +123,11 @@ def make_splits(parents: list[list[int]], protocol: str = "paper", n_test: int =
     lab = lambda k: np.r_[np.ones(k, bool), np.zeros(k, bool)]  # noqa: E731
     data = HypernymyData(protocol, n, train, np.r_[dev_pos, dev_neg], lab(len(dev_pos)),
                          np.r_[test_pos, test_neg], lab(len(test_pos)), closure)
-    data.stats = protocol_facts(data, listed)
+    data.stats = protocol_facts(data, listed, sum(len(p) for p in parents))
     return data
 
 
-def protocol_facts(data: HypernymyData, listed: np.ndarray) -> dict:
+def protocol_facts(data: HypernymyData, listed: np.ndarray, n_edges: int) -> dict:
     """Count what changes how Table 1 reads: leaks into train and true pairs among negatives."""
     n = data.n_nodes
     train_codes = np.unique(pair_codes(data.train, n))
@@ -136,7 +136,7 @@ def protocol_facts(data: HypernymyData, listed: np.ndarray) -> dict:
     false_neg = in_set(test_neg, data.closure, n)
     return {
         "synsets": n,
-        "direct edges": None,  # filled by the caller that has the graph
+        "direct edges": int(n_edges),
         "listed pairs": int(len(listed)),
         "distinct pairs": int(len(data.closure)),
         "train positives": int(len(data.train)),

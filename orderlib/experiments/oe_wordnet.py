@@ -85,7 +85,6 @@ def run_protocol(graph: NounGraph, protocol: str, cfg: dict, device="cpu",
     """Run every Table 1 row under one protocol; return rows, histories, facts and timings."""
     t0 = time.perf_counter()
     data = make_splits(graph.parents, protocol, cfg["n_test"], cfg["n_dev"], cfg["seed"])
-    data.stats["direct edges"] = graph.n_edges
     known = np.r_[data.train, data.dev[data.dev_labels]]  # train + dev positives
     tc = transitive_closure_predict(known, data.test, data.n_nodes)
     results: dict[str, dict] = {"transitive closure": {
