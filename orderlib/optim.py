@@ -39,9 +39,11 @@ class RowAdam:
                         for k, v in tables.items()}  # (N, 2, D): first and second moment
         some = next(iter(tables.values()))
         self.last = torch.zeros(some.shape[0], dtype=torch.long, device=some.device)  # last step applied
+        self._stash = None  # (rows, moments, values) gathered by prepare() for the next step()
+        self._lag_cache = None
 
     def _lags(self, device) -> tuple[torch.Tensor, ...]:
-        if getattr(self, "_lag_cache", None) is None or self._lag_cache[0].device != device:
+        if self._lag_cache is None or self._lag_cache[0].device != device:
             b1, b2 = self.betas
             j = torch.arange(1, self.window + 1, device=device, dtype=torch.float64)  # (J,)
             self._lag_cache = (j, b1 ** j, b2 ** j, b1 ** j / b2 ** (j / 2))
@@ -107,9 +109,7 @@ class RowAdam:
 
         `constrain(name, block)` maps updated rows before they are written back.
         """
-        stash = getattr(self, "_stash", None)
-        _, mv, cur = stash if stash is not None and stash[0] is rows else (None, *self._gather(rows, constrain))
-        self._stash = None
+        mv, cur = self._gather(rows, constrain)
         self.t += 1
         b1, b2 = self.betas
         c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
@@ -121,8 +121,11 @@ class RowAdam:
         self._write(rows, mv, cur, constrain)
 
     def _gather(self, rows, constrain):
-        self.prepare(rows, constrain)
+        """Return (moments, values) of `rows`: prepare()'s gather when it was for these rows."""
+        if self._stash is None or self._stash[0] is not rows:
+            self.prepare(rows, constrain)
         _, mv, cur = self._stash
+        self._stash = None
         return mv, cur
 
     def _write(self, rows, mv, cur, constrain) -> None:
@@ -138,9 +141,7 @@ class RowAdam:
         n = self.last.shape[0]
         for i in range(0, n, block):
             rows = torch.arange(i, min(n, i + block), device=self.last.device)
-            _, mv, cur = (None, *self._gather(rows, constrain))
-            self._stash = None
-            self._write(rows, mv, cur, constrain)
+            self._write(rows, *self._gather(rows, constrain), constrain)
 
     def state_dict(self) -> dict:
         return {"t": self.t, "moments": self.moments, "last": self.last}
