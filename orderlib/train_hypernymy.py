@@ -64,11 +64,11 @@ class _Stepper:
     def __init__(self, model: ConceptModel, cfg: HypernymyConfig):
         if cfg.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {cfg.optimizer!r}; expected one of {sorted(OPTIMIZERS)}")
-        self.model, self.lazy = model, cfg.optimizer != "adam"
-        self.tables = model.tables() if self.lazy else {}
+        self.model = model
+        self.tables = model.tables() if cfg.optimizer != "adam" else {}
         dense = [p for n, p in model.named_parameters() if n not in self.tables]
         self.rows = (RowAdam({k: t.data for k, t in self.tables.items()}, lr=cfg.lr,
-                             catch_up=cfg.optimizer == "lazy_adam") if self.lazy else None)
+                             catch_up=cfg.optimizer == "lazy_adam") if self.tables else None)
         self.dense = torch.optim.Adam(dense, lr=cfg.lr) if dense else None
         self._pos: torch.Tensor | None = None
 
@@ -86,7 +86,7 @@ class _Stepper:
     def step(self, loss_fn, pos: torch.Tensor, neg: torch.Tensor) -> float:
         b = len(pos)
         pairs = torch.cat([pos, neg])  # (2B, 2): one energy call for both halves
-        if self.lazy:  # gather touched rows into small leaves, index them locally
+        if self.rows is not None:  # gather touched rows into small leaves, index them locally
             rows, inv = self._touched(pairs.flatten())
             current = self.rows.prepare(rows, self.model.constrain)  # with pending momentum moves
             local = {k: v.requires_grad_() for k, v in current.items()}
@@ -98,11 +98,11 @@ class _Stepper:
         if self.dense is not None:
             self.dense.zero_grad(set_to_none=True)
         loss.backward()
-        if self.lazy:
+        if self.rows is not None:
             self.rows.step(rows, {k: v.grad for k, v in local.items()}, self.model.constrain)
         if self.dense is not None:
             self.dense.step()
-        if not self.lazy:
+        if self.rows is None:
             self.model.constrain_all_()
         return float(loss.detach())
 

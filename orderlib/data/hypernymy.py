@@ -42,9 +42,13 @@ def pair_codes(pairs: np.ndarray, n: int) -> np.ndarray:
     return pairs[:, 0].astype(np.int64) * n + pairs[:, 1]
 
 
-def unique_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
-    codes = np.unique(pair_codes(pairs, n))
+def decode_pairs(codes: np.ndarray, n: int) -> np.ndarray:
+    """Invert `pair_codes`: codes (P,) -> pairs (P, 2)."""
     return np.stack([codes // n, codes % n], axis=1)
+
+
+def unique_pairs(pairs: np.ndarray, n: int) -> np.ndarray:
+    return decode_pairs(np.unique(pair_codes(pairs, n)), n)
 
 
 def in_set(pairs: np.ndarray, sorted_codes: np.ndarray, n: int) -> np.ndarray:
@@ -111,7 +115,7 @@ def make_splits(parents: list[list[int]], protocol: str = "paper", n_test: int =
     n = len(parents)
     listed = listed_pairs(parents)
     closure = np.unique(pair_codes(listed, n))
-    pool = listed if protocol == "paper" else np.stack([closure // n, closure % n], axis=1)
+    pool = listed if protocol == "paper" else decode_pairs(closure, n)
     if n_test + n_dev >= len(pool):
         raise ValueError(f"n_test + n_dev = {n_test + n_dev} leaves no training pairs of {len(pool)}")
     rng = np.random.default_rng(seed)
