@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PRESET ?= full
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help venv data test reproduce resume bench strip notebooks clean-runs
+.PHONY: help venv data test reproduce resume bench bench-penalty strip notebooks clean-runs
 
 help:
 	@echo "make reproduce   regenerate reports/ from every notebook (PRESET=full by default)"
@@ -29,14 +29,18 @@ data: $(STAMP)
 	@$(PY) -m orderlib.setup_data
 
 test: data
-	ORDERLIB_REQUIRE_DATA=1 $(PY) -m pytest -q tests
+	ORDERLIB_REQUIRE_DATA=1 ORDERLIB_REQUIRE_FUSED=1 $(PY) -m pytest -q tests
 	$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $(NOTEBOOKS)
 
 reproduce: data clean-runs resume bench
 
-# Benchmarks: measurements that are not tests (e.g. the optimizer choice for Table 1).
-bench: data
+# Benchmarks: measurements that are not tests (the optimizer choice for Table 1, the fused
+# all-pairs penalty). Each writes a table under reports/tables/.
+bench: bench-penalty
 	$(PY) benchmarks/hypernymy_optimizer.py
+
+bench-penalty: data
+	$(PY) benchmarks/penalty.py
 
 # Like reproduce, but keeps the checkpoints of an interrupted run and resumes from them.
 resume: data

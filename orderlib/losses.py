@@ -18,4 +18,24 @@ def ranking_hinge(e_pos: torch.Tensor, e_neg: torch.Tensor, margin: float = 1.0)
     return torch.clamp(margin + e_pos - e_neg, min=0).mean()
 
 
+def contrastive(e: torch.Tensor, margin: float, max_violation: bool = False) -> torch.Tensor:
+    """Return the in-batch contrastive hinge over an all-pairs penalty matrix e (B, B), where
+    e[i, j] = E(image i, caption j) and the diagonal holds the true pairs.
+
+    Sum of hinges (Eq. 5 of Vendrov et al., with S = -E): sum over i != j of
+    max(0, margin + e[i, i] - e[i, j]) (contrastive captions) + max(0, margin + e[j, j] - e[i, j])
+    (contrastive images). max_violation=True keeps only the hardest negative of each positive in
+    each direction (VSE++, Faghri et al.). Summed over the batch, as both papers' code does.
+    """
+    if e.dim() != 2 or e.shape[0] != e.shape[1]:
+        raise ValueError(f"expected a square (B, B) penalty matrix, got {tuple(e.shape)}")
+    pos = e.diagonal()  # (B,)
+    off = ~torch.eye(e.shape[0], dtype=torch.bool, device=e.device)  # (B, B) negatives
+    cost_cap = torch.clamp(margin + pos[:, None] - e, min=0) * off  # (B, B): image i vs caption j
+    cost_im = torch.clamp(margin + pos[None, :] - e, min=0) * off  # (B, B): caption j vs image i
+    if max_violation:
+        return cost_cap.max(1).values.sum() + cost_im.max(0).values.sum()
+    return cost_cap.sum() + cost_im.sum()
+
+
 LOSSES = {"max_margin": max_margin, "ranking_hinge": ranking_hinge}

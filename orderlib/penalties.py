@@ -5,10 +5,15 @@ and return the (N, M) all-pairs matrix in bounded memory.
 """
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 
-DEFAULT_CHUNK_BYTES = 256 * 2**20  # working set of one chunk of the all-pairs broadcast
+from orderlib import kernels, kernels_triton
+
+MAX_CHUNK_BYTES = 256 * 2**20  # working set of one chunk of the all-pairs broadcast
+BACKENDS = ("auto", "fused", "reference")
 
 
 def order_violation(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -19,24 +24,65 @@ def order_violation(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.clamp(y - x, min=0).pow(2).sum(-1)
 
 
-def _auto_chunk(m: int, d: int, itemsize: int, budget: int = DEFAULT_CHUNK_BYTES) -> int:
-    return max(1, budget // max(1, m * d * itemsize))
+def chunk_bytes() -> int:
+    """Return the working-set budget for one chunk: $ORDERLIB_CHUNK_BYTES, else
+    min(256 MiB, 1/8 of the memory available now)."""
+    setting = os.environ.get("ORDERLIB_CHUNK_BYTES")
+    if setting:
+        return max(1, int(setting))
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return MAX_CHUNK_BYTES
+    return max(2**20, min(MAX_CHUNK_BYTES, available // 8))
 
 
-def order_violation_matrix(x: torch.Tensor, y: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
-    """Return E[i, j] = order_violation(x[i], y[j]) for x (N, D), y (M, D), chunked over rows of x.
+def _auto_chunk(m: int, d: int, itemsize: int, budget: int | None = None) -> int:
+    return max(1, (budget or chunk_bytes()) // max(1, m * d * itemsize))
 
-    `chunk` rows of x are broadcast at a time (default: a 256 MiB working set), so memory is
-    O(chunk * M * D) beyond the (N, M) result.
+
+def order_violation_matrix_reference(x: torch.Tensor, y: torch.Tensor,
+                                     chunk: int | None = None) -> torch.Tensor:
+    """Return the all-pairs order violation by broadcasting `chunk` rows of x at a time.
+
+    Memory is O(chunk * M * D) beyond the (N, M) result (default: `chunk_bytes()`). Slow (one
+    N x M x D tensor written and read per chunk) but plain PyTorch: any device, dtype, autograd.
     """
-    if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1]:
-        raise ValueError(f"expected x (N, D) and y (M, D), got {tuple(x.shape)} and {tuple(y.shape)}")
     n, m = x.shape[0], y.shape[0]
     chunk = chunk or _auto_chunk(m, x.shape[1], x.element_size())
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     out = [order_violation(x[i:i + chunk, None, :], y[None, :, :]) for i in range(0, n, chunk)]
-    return torch.cat(out, 0) if out else x.new_zeros((0, m))  # (N, M)
+    return torch.cat(out, 0) if out else order_violation(x[:, None, :], y[None, :, :])  # (N, M)
+
+
+def order_violation_matrix(x: torch.Tensor, y: torch.Tensor, chunk: int | None = None,
+                           backend: str = "auto") -> torch.Tensor:
+    """Return E[i, j] = order_violation(x[i], y[j]) for x (N, D), y (M, D): Eq. (2) of Vendrov
+    et al. over all pairs, differentiable in x and y.
+
+    backend "auto" uses a fused kernel that never materialises N x M x D where one applies: the
+    C++ kernel for float32/float64 CPU tensors (orderlib.kernels), the Triton kernel for float32
+    CUDA tensors (orderlib.kernels_triton); else the chunked reference. "fused" insists on a
+    kernel; "reference" forces the chunked broadcast (`chunk` rows at a time).
+    """
+    if x.dim() != 2 or y.dim() != 2 or x.shape[1] != y.shape[1]:
+        raise ValueError(f"expected x (N, D) and y (M, D), got {tuple(x.shape)} and {tuple(y.shape)}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend != "reference" and kernels.supports(x, y) and kernels.cpu_kernel() is not None:
+        return kernels.FusedOrderViolation.apply(x, y)
+    if backend != "reference" and kernels_triton.supports(x, y):
+        try:
+            return kernels_triton.TritonOrderViolation.apply(x, y)
+        except Exception as exc:  # Triton cannot compile/launch here: remember, use the reference
+            kernels_triton.disable(exc)
+            if backend == "fused":
+                raise
+    if backend == "fused":
+        status = kernels_triton.status() if x.is_cuda else kernels.kernel_status()
+        raise RuntimeError(f"fused order violation unavailable for {x.device.type} {x.dtype} tensors ({status})")
+    return order_violation_matrix_reference(x, y, chunk)
 
 
 def cosine_distance(x: torch.Tensor, y: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:

@@ -27,3 +27,19 @@ def test_trainer_runs_on_cuda():
     r = train_concept_model(data, cfg, device="cuda", progress=False)
     assert r.model.emb.weight.device.type == "cuda"
     assert 0 <= r.test_accuracy <= 100
+
+
+@cuda
+def test_triton_fused_on_cuda_matches_reference_with_gradients():
+    g = torch.Generator().manual_seed(1)
+    x, y, w = torch.randn(70, 130, generator=g), torch.randn(65, 130, generator=g), torch.randn(70, 65, generator=g)
+    xc, yc = x.cuda().requires_grad_(), y.cuda().requires_grad_()
+    e = P.order_violation_matrix(xc, yc, backend="fused")
+    assert type(e.grad_fn).__name__.startswith("TritonOrderViolation")
+    xr, yr = x.clone().requires_grad_(), y.clone().requires_grad_()
+    r = P.order_violation_matrix_reference(xr, yr)
+    assert torch.allclose(e.cpu(), r, rtol=1e-5, atol=1e-4)
+    gx, gy = torch.autograd.grad(e, (xc, yc), w.cuda())
+    rx, ry = torch.autograd.grad(r, (xr, yr), w)
+    assert torch.allclose(gx.cpu(), rx, rtol=1e-5, atol=1e-4)
+    assert torch.allclose(gy.cpu(), ry, rtol=1e-5, atol=1e-4)

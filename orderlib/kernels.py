@@ -1,0 +1,109 @@
+"""Build and load the fused C++ order-violation kernel (orderlib/csrc), falling back cleanly.
+
+The kernel is compiled on first use with torch's JIT extension builder (a C++ compiler and
+ninja are needed; about 30 s once per machine, cached under $TORCH_EXTENSIONS_DIR or
+~/.cache/torch_extensions). Where it cannot be built, `cpu_kernel()` returns None and
+`kernel_status()` says why; `order_violation_matrix` then uses the chunked reference.
+
+Set ORDERLIB_FUSED=0 to never build or use it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sys
+import threading
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).parent / "csrc" / "order_violation.cpp"
+DTYPES = (torch.float32, torch.float64)
+_lock = threading.Lock()
+_state: dict = {}  # "module" or "error", once tried
+
+
+def _arch_flags() -> list[str]:
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64"):
+        return ["-march=native"]
+    if machine in ("aarch64", "arm64"):
+        return ["-mcpu=native"]
+    return []
+
+
+def _cpu_signature() -> str:
+    """Hash of what `-march=native` depends on, so a shared cache never mixes CPUs."""
+    text = platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features", "model name")):
+                text += line
+                break
+    except OSError:
+        pass
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def build_flags() -> list[str]:
+    return ["-O3", "-fopenmp", *_arch_flags()]
+
+
+def _build():
+    from torch.utils.cpp_extension import load
+
+    # ninja may be installed in this environment's bin/ without that dir being on PATH.
+    env_bin = str(Path(sys.executable).parent)
+    old_path = os.environ.get("PATH", "")
+    if env_bin not in old_path.split(os.pathsep):
+        os.environ["PATH"] = env_bin + os.pathsep + old_path
+    try:
+        return load(name=f"orderlib_order_violation_{_cpu_signature()}", sources=[str(SOURCE)],
+                    extra_cflags=build_flags(), extra_ldflags=["-fopenmp"], verbose=False)
+    finally:
+        os.environ["PATH"] = old_path
+
+
+def cpu_kernel():
+    """Return the compiled kernel module, or None when it is disabled or cannot be built."""
+    if os.environ.get("ORDERLIB_FUSED", "1") == "0":
+        return None
+    with _lock:
+        if not _state:
+            try:
+                _state["module"] = _build()
+            except Exception as exc:  # no compiler, no ninja, a failed build: use the reference
+                lines = str(exc).strip().splitlines()
+                _state["error"] = f"{type(exc).__name__}: {lines[-1] if lines else ''}"
+        return _state.get("module")
+
+
+def kernel_status() -> str:
+    """Say whether the fused CPU kernel is in use, and if not, why."""
+    if os.environ.get("ORDERLIB_FUSED", "1") == "0":
+        return "disabled by ORDERLIB_FUSED=0"
+    module = cpu_kernel()
+    return "fused C++ kernel (" + " ".join(build_flags()) + ")" if module else "unavailable: " + _state["error"]
+
+
+def supports(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """True where the fused kernel applies: CPU, float32/float64, same dtype."""
+    return (x.device.type == "cpu" and y.device.type == "cpu" and x.dtype in DTYPES
+            and y.dtype == x.dtype)
+
+
+class FusedOrderViolation(torch.autograd.Function):
+    """E[i, j] = ||max(0, y_j - x_i)||^2 (Eq. 2 of Vendrov et al.) over all pairs, fused."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, y)
+        return cpu_kernel().forward(x, y)  # (N, M)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        x, y = ctx.saved_tensors
+        gx, gy = cpu_kernel().backward(grad, x, y)  # (N, D), (M, D)
+        return (gx if ctx.needs_input_grad[0] else None), (gy if ctx.needs_input_grad[1] else None)
