@@ -199,7 +199,8 @@ def main() -> None:
             "data_source": "random non-negative embeddings (|randn|), generated from the seed",
             "data_fingerprint": f"randn seed {args.seed}: x ({n}, {d}), y ({m}, {d}); eval {n_eval} x {5 * n_eval}",
             "wall_time_s": time.perf_counter() - t0, "shape": [n, m, d],
-            "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+            "cpu": device_description("cpu").split(":", 1)[1].rsplit(" (", 1)[0], "machine": platform.machine(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "kernel": kernels.kernel_status(), **notes}
     if torch.cuda.is_available() and not args.quick:
         from orderlib import kernels_triton
@@ -208,8 +209,10 @@ def main() -> None:
         df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
         meta["cuda_device"] = device_description("cuda")
         meta["triton"] = kernels_triton.status()
-    notes_md = ("One element-pair = one (i, j, d) term. GEMM does one FMA per element-pair; the fused kernel "
-                "does a subtract, a max and an FMA, so ~1/3 of the GEMM rate is its ceiling. Backward rates "
+    notes_md = ("One element-pair = one (i, j, d) term. GEMM spends one FMA per element-pair; the fused kernel "
+                "spends a subtract, a max and an FMA, so its ceiling is 1/3 to 1/2 of the GEMM rate, depending "
+                "on how many of the three a core issues together. 'compiled' is torch.compile (inductor) of the "
+                f"naive broadcast, one {max(1, n // 16)}-row chunk at a time (compile time in the meta). Backward rates "
                 "count N·M·D per call that returns both gradients. Peak memory is the whole process's peak "
                 "RSS (torch included), measured in a fresh process per evaluation. "
                 f"Kernel: {meta['kernel']}. Threads: {meta['threads']}.")
