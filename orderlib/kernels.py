@@ -10,6 +10,7 @@ Set ORDERLIB_FUSED=0 to never build or use it.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import platform
 import sys
@@ -51,7 +52,14 @@ def build_flags() -> list[str]:
 
 
 def _build():
-    from torch.utils.cpp_extension import load
+    # Importing the builder logs "No CUDA runtime is found" on CPU-only machines: not our concern.
+    quiet = logging.getLogger("torch.utils.cpp_extension")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        from torch.utils.cpp_extension import load
+    finally:
+        quiet.setLevel(level)
 
     # ninja may be installed in this environment's bin/ without that dir being on PATH.
     env_bin = str(Path(sys.executable).parent)

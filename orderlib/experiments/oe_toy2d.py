@@ -16,9 +16,10 @@ from orderlib.losses import max_margin
 from orderlib.penalties import order_violation_matrix
 
 PRESETS = {
-    "full": dict(root="feline.n.01", depth=2, dim=2, steps=4000, lr=0.02, margin=1.0, seed=0),
-    "small": dict(root="feline.n.01", depth=2, dim=2, steps=1500, lr=0.02, margin=1.0, seed=0),
+    "full": dict(root="feline.n.01", depth=2, dim=2, steps=4000, lr=0.02, margin=1.0, seed=0, sweep_seeds=6),
+    "small": dict(root="feline.n.01", depth=2, dim=2, steps=1500, lr=0.02, margin=1.0, seed=0, sweep_seeds=2),
 }
+FIT_KEYS = ("dim", "steps", "lr", "margin", "seed")
 
 
 @dataclass
@@ -69,6 +70,17 @@ def fit_2d(tree: Subtree, dim=2, steps=4000, lr=0.02, margin=1.0, seed=0) -> dic
     predicted = (e <= 1e-9) & off_diag
     return {"x": x.detach().numpy(), "energy": e, "true": pos,
             "missed": np.argwhere(pos & ~predicted), "spurious": np.argwhere(predicted & ~pos)}
+
+
+def seed_sweep(tree: Subtree, cfg: dict):
+    """Return a DataFrame of missed and spurious pair counts of `fit_2d` for seeds 0..sweep_seeds-1."""
+    import pandas as pd
+
+    rows = []
+    for seed in range(cfg["sweep_seeds"]):
+        fit = fit_2d(tree, **{**{k: cfg[k] for k in FIT_KEYS}, "seed": seed})
+        rows.append({"seed": seed, "missed": len(fit["missed"]), "spurious": len(fit["spurious"])})
+    return pd.DataFrame(rows)
 
 
 def plot_2d(tree: Subtree, fit: dict, ax=None):
