@@ -1,0 +1,164 @@
+"""Train and evaluate sentence-pair entailment models (Section 5.3 of Vendrov et al.): Adam,
+batches of sentence pairs, gradient-norm clipping, early stopping on held-out accuracy, and a
+threshold on the energy chosen on held-out data only (never on test)."""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from orderlib.checkpoint import load_checkpoint, save_checkpoint
+from orderlib.data.entailment import PairSet, tokenize
+from orderlib.encoders.entailment import build_entailment_model, entailment_loss
+from orderlib.encoders.sentence import Vocab
+from orderlib.eval.threshold import best_threshold, threshold_accuracy
+
+
+@dataclass
+class EntailmentConfig:
+    model: str = "order-embeddings"
+    word_dim: int = 300
+    dim: int = 1024
+    epochs: int = 10
+    batch: int = 128
+    lr: float = 1e-3
+    margin: float = 0.2  # alpha of Eq. (7) (the authors' code: 0.2)
+    clip: float = 2.0  # global gradient-norm clip
+    patience: int = 3  # epochs without a better held-out accuracy before stopping
+    seed: int = 0
+
+
+@dataclass
+class EncodedPairs:
+    p: torch.Tensor  # (n, Tp) premise tokens
+    pl: torch.Tensor  # (n,) premise lengths
+    h: torch.Tensor  # (n, Th) hypothesis tokens
+    hl: torch.Tensor  # (n,)
+    positive: torch.Tensor  # (n,) bool, entailment
+
+    @classmethod
+    def from_pairs(cls, pairs: PairSet, vocab: Vocab, max_len: int = 60) -> "EncodedPairs":
+        p, pl = vocab.encode([tokenize(s) for s in pairs.premises], max_len)
+        h, hl = vocab.encode([tokenize(s) for s in pairs.hypotheses], max_len)
+        return cls(p, pl, h, hl, torch.as_tensor(pairs.positive))
+
+    def __len__(self) -> int:
+        return len(self.positive)
+
+    def batch(self, idx, device) -> tuple:
+        """Return (p, pl, h, hl) for rows idx, trimmed to the batch's longest sentence."""
+        idx = torch.as_tensor(idx)
+        pl, hl = self.pl[idx], self.hl[idx]
+        p, h = self.p[idx, :int(pl.max())], self.h[idx, :int(hl.max())]
+        return p.to(device), pl, h.to(device), hl
+
+
+@dataclass
+class EntailmentData:
+    train: EncodedPairs
+    holdout: EncodedPairs  # early stopping and the threshold
+    test: EncodedPairs
+    vocab: Vocab
+
+
+def prepare(train: PairSet, holdout: PairSet, test: PairSet, min_count: int = 1) -> EntailmentData:
+    """Encode three splits with a vocabulary built from the training sentences only."""
+    vocab = Vocab.build((tokenize(s) for s in train.premises + train.hypotheses), min_count)
+    return EntailmentData(*(EncodedPairs.from_pairs(s, vocab) for s in (train, holdout, test)), vocab)
+
+
+@torch.no_grad()
+def energies(model, pairs: EncodedPairs, device, batch: int = 512) -> np.ndarray:
+    """Return (n,) energies, low = entailment."""
+    model.eval()
+    out = [model(*pairs.batch(torch.arange(i, min(i + batch, len(pairs))), device)).float().cpu()
+           for i in range(0, len(pairs), batch)]
+    return torch.cat(out).numpy()
+
+
+def evaluate(model, data: EntailmentData, device) -> dict:
+    """Choose the threshold on held-out pairs, then apply it to test (whose labels it never sees)."""
+    tau, dev_acc = best_threshold(energies(model, data.holdout, device), data.holdout.positive.numpy())
+    test_acc = threshold_accuracy(energies(model, data.test, device), data.test.positive.numpy(), tau)
+    return {"tau": tau, "dev_accuracy": 100 * dev_acc, "test_accuracy": 100 * test_acc}
+
+
+@dataclass
+class EntailmentResult:
+    model: torch.nn.Module
+    history: list[dict] = field(default_factory=list)
+    best_epoch: int = -1
+    tau: float = float("nan")
+    dev_accuracy: float = float("nan")
+    test_accuracy: float = float("nan")
+    seconds: float = 0.0
+    resumed: bool = False
+
+
+def _build(cfg: EntailmentConfig, vocab_size: int, device):
+    with torch.random.fork_rng(devices=[]):  # seeded init without touching the global RNG
+        torch.manual_seed(cfg.seed)
+        model = build_entailment_model(cfg.model, vocab_size, cfg.word_dim, cfg.dim)
+    return model.to(device)
+
+
+def train_epoch(model, opt, data: EntailmentData, cfg: EntailmentConfig, epoch: int, device,
+                progress: bool = False) -> float:
+    model.train()
+    order = np.random.default_rng([cfg.seed, epoch]).permutation(len(data.train))
+    total, steps = 0.0, range(0, len(order), cfg.batch)
+    for i in tqdm(steps, desc=f"epoch {epoch}", leave=False, disable=not progress):
+        idx = order[i:i + cfg.batch]
+        e = model(*data.train.batch(idx, device))  # (B,)
+        loss = entailment_loss(model, e, data.train.positive[idx].to(device), cfg.margin)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        opt.step()
+        total += loss.item()
+    return total / max(1, len(steps))
+
+
+def train_entailment_model(data: EntailmentData, cfg: EntailmentConfig, device="cpu",
+                           checkpoint: Path | None = None, progress: bool = True) -> EntailmentResult:
+    """Train `cfg.model` with early stopping on held-out accuracy; resume from `checkpoint`."""
+    device = torch.device(device)
+    model = _build(cfg, len(data.vocab), device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    state = load_checkpoint(checkpoint) if checkpoint else None
+    if state is not None and state["cfg"] != asdict(cfg):
+        state = None  # a different run: start over
+    start, history, best, best_state, done, seconds = 0, [], (-1.0, -1), None, False, 0.0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start, history, best = state["epoch"] + 1, state["history"], tuple(state["best"])
+        best_state, done, seconds = state["best_state"], state["done"], state["seconds"]
+    resumed = state is not None
+    epochs = tqdm(range(start, cfg.epochs), desc=cfg.model, disable=not progress or done)
+    for epoch in epochs:
+        if done:
+            break
+        t0 = time.perf_counter()
+        loss = train_epoch(model, opt, data, cfg, epoch, device, progress)
+        ev = evaluate(model, data, device)
+        seconds += time.perf_counter() - t0
+        history.append({"epoch": epoch, "loss": loss, **ev, "seconds": seconds})
+        epochs.set_postfix(loss=f"{loss:.4f}", dev=f"{ev['dev_accuracy']:.2f}")
+        if ev["dev_accuracy"] > best[0]:
+            best, best_state = (ev["dev_accuracy"], epoch), copy.deepcopy(model.state_dict())
+        done = epoch - best[1] >= cfg.patience or epoch == cfg.epochs - 1
+        if checkpoint:
+            save_checkpoint(checkpoint, {"cfg": asdict(cfg), "model": model.state_dict(), "opt": opt.state_dict(),
+                                         "epoch": epoch, "history": history, "best": list(best),
+                                         "best_state": best_state, "done": done, "seconds": seconds})
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    ev = evaluate(model, data, device)
+    return EntailmentResult(model, history, best[1], ev["tau"], ev["dev_accuracy"], ev["test_accuracy"],
+                            seconds, resumed)

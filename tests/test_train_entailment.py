@@ -1,0 +1,104 @@
+import numpy as np
+import pytest
+import torch
+
+from orderlib.data.entailment import PairSet
+from orderlib.encoders.entailment import ENTAILMENT_MODELS, BagOfWords, build_entailment_model, entailment_loss
+from orderlib.train_entailment import EntailmentConfig, evaluate, prepare, train_entailment_model
+
+WORDS = ["dog", "cat", "bird", "runs", "sleeps", "sings", "big", "small", "red", "blue"]
+
+
+def _toy(n: int, seed: int) -> PairSet:
+    """Premise = 'adj noun verb'; hypothesis = 'noun verb' (entailed) or a changed verb/noun."""
+    rng = np.random.default_rng(seed)
+    prem, hyp, lab = [], [], []
+    for _ in range(n):
+        noun, verb, adj = rng.choice(WORDS[:3]), rng.choice(WORDS[3:6]), rng.choice(WORDS[6:])
+        prem.append(f"the {adj} {noun} {verb}")
+        kind = rng.integers(3)
+        if kind == 0:
+            hyp.append(f"the {noun} {verb}")
+        else:
+            other = rng.choice([v for v in WORDS[3:6] if v != verb])
+            hyp.append(f"the {noun} {other}")
+        lab.append(int(kind))
+    return PairSet(prem, hyp, np.array(lab, dtype=np.int8), "toy")
+
+
+@pytest.fixture(scope="module")
+def toy_data():
+    return prepare(_toy(600, 0), _toy(200, 1), _toy(200, 2))
+
+
+def test_loss_is_eq7_for_energies_and_bce_for_classifiers():
+    m = build_entailment_model("order-embeddings", 5, 3, 4)
+    e = torch.tensor([0.0, 0.5, 0.05, 1.0])
+    pos = torch.tensor([True, True, False, False])
+    # positives pay E; negatives pay max(0, 0.2 - E): (0 + 0.5 + 0.15 + 0) / 4
+    assert entailment_loss(m, e, pos, 0.2).item() == pytest.approx(0.65 / 4)
+    clf = BagOfWords(5)
+    want = torch.nn.functional.binary_cross_entropy_with_logits(-e, pos.float())
+    assert entailment_loss(clf, e, pos, 0.2).item() == pytest.approx(want.item())
+
+
+def test_every_model_gives_one_energy_per_pair(toy_data):
+    p, pl, h, hl = toy_data.test.batch(torch.arange(7), "cpu")
+    for name in ENTAILMENT_MODELS:
+        e = build_entailment_model(name, len(toy_data.vocab), 8, 6)(p, pl, h, hl)
+        assert e.shape == (7,) and torch.isfinite(e).all(), name
+    with pytest.raises(ValueError, match="unknown model"):
+        build_entailment_model("skip-thoughts", 5, 3, 4)
+
+
+def test_order_model_learns_toy_entailment(toy_data):
+    cfg = EntailmentConfig(model="order-embeddings", word_dim=16, dim=16, epochs=12, batch=32, lr=0.01, patience=12)
+    r = train_entailment_model(toy_data, cfg, progress=False)
+    assert r.test_accuracy >= 90.0, r.history  # chance (all negative) is about 67%
+    assert r.history[r.best_epoch]["dev_accuracy"] == max(h["dev_accuracy"] for h in r.history)
+
+
+def test_threshold_never_sees_test_labels(toy_data):
+    cfg = EntailmentConfig(model="bag-of-words logistic regression", epochs=2, batch=64, lr=0.05, patience=2)
+    r = train_entailment_model(toy_data, cfg, progress=False)
+    flipped = type(toy_data)(toy_data.train, toy_data.holdout,
+                             type(toy_data.test)(**{**vars(toy_data.test), "positive": ~toy_data.test.positive}),
+                             toy_data.vocab)
+    a, b = evaluate(r.model, toy_data, "cpu"), evaluate(r.model, flipped, "cpu")
+    assert a["tau"] == b["tau"] and a["dev_accuracy"] == b["dev_accuracy"]
+    assert a["test_accuracy"] + b["test_accuracy"] == pytest.approx(100.0)
+
+
+def test_resume_equals_uninterrupted_run(toy_data, tmp_path, monkeypatch):
+    import orderlib.train_entailment as T
+
+    cfg = EntailmentConfig(model="order-embeddings (symmetric)", word_dim=8, dim=8, epochs=4, batch=50, patience=4)
+    full = train_entailment_model(toy_data, cfg, progress=False)
+    real_epoch = T.train_epoch
+
+    def interrupted(model, opt, data, c, epoch, *a, **k):
+        if epoch == 2:
+            raise KeyboardInterrupt
+        return real_epoch(model, opt, data, c, epoch, *a, **k)
+
+    ckpt = tmp_path / "run.pt"
+    monkeypatch.setattr(T, "train_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train_entailment_model(toy_data, cfg, checkpoint=ckpt, progress=False)
+    monkeypatch.setattr(T, "train_epoch", real_epoch)
+    resumed = train_entailment_model(toy_data, cfg, checkpoint=ckpt, progress=False)
+    assert resumed.resumed and len(resumed.history) == 4
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
+    assert resumed.test_accuracy == full.test_accuracy
+    other = train_entailment_model(toy_data, EntailmentConfig(**{**vars(cfg), "seed": 1}), checkpoint=ckpt,
+                                   progress=False)
+    assert not other.resumed  # a checkpoint of another configuration is not resumed
+
+
+def test_training_does_not_touch_global_rng(toy_data):
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    train_entailment_model(toy_data, EntailmentConfig(model="bag-of-words logistic regression", epochs=1),
+                           progress=False)
+    assert torch.equal(torch.rand(1), before)
