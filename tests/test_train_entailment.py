@@ -102,3 +102,39 @@ def test_training_does_not_touch_global_rng(toy_data):
     train_entailment_model(toy_data, EntailmentConfig(model="bag-of-words logistic regression", epochs=1),
                            progress=False)
     assert torch.equal(torch.rand(1), before)
+
+
+def test_table3_splits_majority_and_table(tmp_path):
+    import json
+
+    from orderlib.experiments import oe_snli as X
+
+    d = tmp_path / "snli_1.0"
+    d.mkdir()
+    toy = _toy(120, 3)
+    names = ["entailment", "neutral", "contradiction"]
+    for split in ("train", "dev", "test"):
+        (d / f"snli_1.0_{split}.jsonl").write_text("".join(
+            json.dumps({"sentence1": p, "sentence2": h, "gold_label": names[l]}) + "\n"
+            for p, h, l in zip(toy.premises, toy.hypotheses, toy.labels)))
+    cfg = dict(X.PRESETS["small"], data="official", word_dim=8, dim=8, epochs=1, train_limit=50)
+    train, dev, test, how = X.splits("snli", cfg, d)
+    assert len(train) == 50 and len(dev) == len(test) == 120 and "official" in how
+    assert X.majority_accuracy(train, test) == pytest.approx(100 * (1 - test.positive.mean()))
+    run = X.run_dataset("snli", cfg, "cpu", directory=d, progress=False)
+    df = X.table({"snli": run})
+    assert list(df.columns[:4]) == ["method", "metric", "paper", "ours"]
+    ours = df.dropna(subset=["ours"])
+    assert set(ours["method"]) == {"majority class", *X.MODELS}
+    assert (ours["n_train"] == 50).all() and ours["ours"].between(0, 100).all()
+    paper = df.set_index("method")["paper"]
+    assert paper["order-embeddings"] == 88.6 and paper["skip-thoughts"] == 87.7
+    assert pd_isna(paper["GRU features + MLP"])  # a stand-in never carries the paper's number
+    with pytest.raises(ValueError, match="official protocol covers SNLI only"):
+        X.splits("sick", cfg, d)
+
+
+def pd_isna(x) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(x))

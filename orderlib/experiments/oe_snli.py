@@ -1,0 +1,104 @@
+"""Table 3 of Vendrov et al.: 2-class textual entailment on SNLI (and SICK), presets and runner.
+
+Protocols (`data` in a preset):
+- "embedded": what this workplace has. SNLI: train on SNLI dev minus a seeded held-out part,
+  choose the threshold and stop early on that held-out part, report on the full SNLI test.
+  SICK: train on SICK train, hold out SICK dev, report on SICK test.
+- "official": the paper's protocol with the official `snli_1.0` jsonl release: train on train,
+  hold out dev, report on test.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from orderlib.data.entailment import PairSet, holdout_split, load_split
+from orderlib.train_entailment import EntailmentConfig, prepare, train_entailment_model
+
+PAPER_TABLE3 = {  # SNLI test, 2-class accuracy (%), Table 3
+    "EOP classifier (Bowman et al., 2015)": 75.0,
+    "skip-thoughts": 87.7,
+    "order-embeddings (symmetric)": 79.3,
+    "order-embeddings": 88.6,
+}
+# Our "GRU features + MLP" row is in the spirit of skip-thoughts (features of two sentence vectors
+# fed to a classifier) but is not a reproduction of it: skip-thought vectors are not reachable.
+MODELS = ["order-embeddings", "order-embeddings (symmetric)", "GRU features + MLP",
+          "bag-of-words logistic regression"]
+
+_PAPER = dict(word_dim=300, dim=1024, batch=128, lr=1e-3, margin=0.2, clip=2.0)  # Section 5.3
+PRESETS = {
+    "full": dict(_PAPER, epochs=10, patience=3, holdout=0.1, train_limit=None, seed=0, data="embedded",
+                 datasets=["snli", "sick"]),
+    "small": dict(_PAPER, word_dim=32, dim=64, epochs=2, patience=2, holdout=0.1, train_limit=2000, seed=0,
+                  data="embedded", datasets=["snli", "sick"]),
+}
+
+
+def splits(dataset: str, cfg: dict, directory=None) -> tuple[PairSet, PairSet, PairSet, str]:
+    """Return (train, held-out, test, description) for one dataset under the preset's protocol."""
+    if cfg["data"] == "official":
+        if dataset != "snli":
+            raise ValueError("the official protocol covers SNLI only")
+        train, dev, test = (load_split("snli_1.0", s, directory) for s in ("train", "dev", "test"))
+        how = "official SNLI 1.0: train on train, threshold/early stopping on dev, report on test"
+    elif dataset == "snli":
+        dev, test = load_split("snli", "dev", directory), load_split("snli", "test", directory)
+        tr, ho = holdout_split(len(dev), cfg["holdout"], cfg["seed"])
+        train, dev = dev.subset(tr), dev.subset(ho)
+        how = (f"SNLI dev minus a {cfg['holdout']:.0%} held-out part as training data (the 550k train split "
+               "is not reachable here), threshold/early stopping on the held-out part, report on SNLI test")
+    elif dataset == "sick":
+        train, dev, test = (load_split("sick", s, directory) for s in ("train", "dev", "test"))
+        how = "SICK: train on train, threshold/early stopping on dev, report on test"
+    else:
+        raise ValueError(f"unknown dataset {dataset!r}")
+    if cfg.get("train_limit") and len(train) > cfg["train_limit"]:
+        keep = np.sort(np.random.default_rng(cfg["seed"]).permutation(len(train))[:cfg["train_limit"]])
+        train = train.subset(keep)
+        how += f"; first {cfg['train_limit']} training pairs of a seeded shuffle"
+    return train, dev, test, how
+
+
+def model_config(model: str, cfg: dict) -> EntailmentConfig:
+    keys = ("word_dim", "dim", "batch", "lr", "margin", "clip", "epochs", "patience", "seed")
+    return EntailmentConfig(model=model, **{k: cfg[k] for k in keys})
+
+
+def majority_accuracy(train: PairSet, test: PairSet) -> float:
+    """Accuracy (%) of predicting the training majority class (entailment or not) on test."""
+    majority = train.positive.mean() > 0.5
+    return 100.0 * float((test.positive == majority).mean())
+
+
+def run_dataset(dataset: str, cfg: dict, device, checkpoints=None, directory=None, progress=True) -> dict:
+    """Train every model on one dataset; return {"rows": [...], "results": {...}, "data": ...}."""
+    train, dev, test, how = splits(dataset, cfg, directory)
+    data = prepare(train, dev, test)
+    metric = f"{dataset.upper()} test 2-class accuracy (%)"
+    rows = [dict(method="majority class", metric=metric, ours=majority_accuracy(train, test),
+                 n_train=len(train), seconds=0.0)]
+    results = {}
+    for model in MODELS:
+        ckpt = checkpoints / f"{dataset}_{model.replace(' ', '_').replace('(', '').replace(')', '')}.pt" \
+            if checkpoints else None
+        r = train_entailment_model(data, model_config(model, cfg), device, ckpt, progress)
+        results[model] = r
+        rows.append(dict(method=model, metric=metric, ours=r.test_accuracy, n_train=len(train),
+                         seconds=r.seconds))
+    return {"rows": rows, "results": results, "data": data, "pairs": (train, dev, test), "how": how}
+
+
+def table(runs: dict[str, dict]) -> pd.DataFrame:
+    """Long-format Table 3: method, metric, paper, ours, training pairs, seconds."""
+    rows = []
+    for dataset, run in runs.items():
+        for r in run["rows"]:
+            paper = PAPER_TABLE3.get(r["method"]) if dataset == "snli" else None
+            rows.append({**r, "paper": paper})
+    for method, value in PAPER_TABLE3.items():
+        if method not in MODELS:  # paper-only rows
+            rows.append(dict(method=method, metric="SNLI test 2-class accuracy (%)", paper=value, ours=None,
+                             n_train=None, seconds=None))
+    df = pd.DataFrame(rows)
+    return df[["method", "metric", "paper", "ours", "n_train", "seconds"]]
