@@ -32,3 +32,11 @@ def test_bad_input():
         best_threshold(np.array([1.0, np.nan]), np.array([True, False]))
     with pytest.raises(ValueError):
         best_threshold(np.array([1.0]), np.array([True, False]))
+
+
+def test_roc_points_hand_case_and_ties():
+    from orderlib.eval.threshold import roc_points
+
+    fpr, tpr = roc_points([0.1, 0.2, 0.2, 0.9], [True, True, False, False])
+    # cuts: none positive; after 0.1; after both 0.2s (a tie is never split); all positive
+    assert fpr.tolist() == [0.0, 0.0, 0.5, 1.0] and tpr.tolist() == [0.0, 0.5, 1.0, 1.0]

@@ -39,3 +39,16 @@ def threshold_accuracy(energies, labels, tau: float) -> float:
     e = np.asarray(energies, dtype=np.float64)
     y = np.asarray(labels, dtype=bool)
     return float(((e <= tau) == y).mean())
+
+
+def roc_points(energies, labels) -> tuple[np.ndarray, np.ndarray]:
+    """Return (false positive rate, true positive rate) of "positive iff E <= tau" for every cut
+    between distinct energies, from nothing positive to everything positive."""
+    e = np.asarray(energies, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    order = np.argsort(e, kind="stable")
+    e, y = e[order], y[order]
+    last = np.r_[e[1:] > e[:-1], True]  # cut only after the last of equal energies
+    tp = np.r_[0, np.cumsum(y)[last]]
+    fp = np.r_[0, np.cumsum(~y)[last]]
+    return fp / max(1, (~y).sum()), tp / max(1, y.sum())

@@ -9,11 +9,15 @@ Protocols (`data` in a preset):
 """
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from orderlib.data.entailment import PairSet, holdout_split, load_split
-from orderlib.train_entailment import EntailmentConfig, prepare, train_entailment_model
+from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_split
+from orderlib.eval.threshold import roc_points
+from orderlib.train_entailment import EntailmentConfig, energies, prepare, train_entailment_model
 
 PAPER_TABLE3 = {  # SNLI test, 2-class accuracy (%), Table 3
     "EOP classifier (Bowman et al., 2015)": 75.0,
@@ -85,8 +89,54 @@ def run_dataset(dataset: str, cfg: dict, device, checkpoints=None, directory=Non
         r = train_entailment_model(data, model_config(model, cfg), device, ckpt, progress)
         results[model] = r
         rows.append(dict(method=model, metric=metric, ours=r.test_accuracy, n_train=len(train),
-                         seconds=r.seconds))
+                         seconds=round(r.seconds, 1)))
     return {"rows": rows, "results": results, "data": data, "pairs": (train, dev, test), "how": how}
+
+
+def data_fingerprint(runs: dict[str, dict]) -> str:
+    """sha256 over the bytes of every split file the runs read, in a fixed order."""
+    h = hashlib.sha256()
+    for dataset in sorted(runs):
+        for pairs in runs[dataset]["pairs"]:
+            h.update(pairs.source.encode())
+            h.update(Path(pairs.source).read_bytes())
+    return h.hexdigest()
+
+
+def examples(run: dict, model: str = "order-embeddings", per_kind: int = 2) -> pd.DataFrame:
+    """Return up to per_kind test pairs of each outcome (true/false positive/negative), first in
+    file order, with the energy and the held-out-chosen threshold's call."""
+    r, (_, _, test) = run["results"][model], run["pairs"]
+    e = energies(r.model, run["data"].test, next(r.model.parameters()).device)
+    called = e <= r.tau
+    kinds = {"right: entailment": called & test.positive, "right: not entailment": ~called & ~test.positive,
+             "wrong: missed entailment": ~called & test.positive, "wrong: false entailment": called & ~test.positive}
+    rows = [dict(outcome=kind, premise=test.premises[i], hypothesis=test.hypotheses[i],
+                 gold=LABELS[test.labels[i]], energy=round(float(e[i]), 4))
+            for kind, mask in kinds.items() for i in np.flatnonzero(mask)[:per_kind]]
+    return pd.DataFrame(rows)
+
+
+def plot_roc(run: dict, models=("order-embeddings", "order-embeddings (symmetric)"), ax=None):
+    """ROC of the energy threshold on the test pairs, with each model's held-out-chosen threshold
+    marked (the threshold itself never saw test labels)."""
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(6, 6))[1]
+    test = run["pairs"][2]
+    for model in models:
+        r = run["results"][model]
+        e = energies(r.model, run["data"].test, next(r.model.parameters()).device)
+        fpr, tpr = roc_points(e, test.positive)
+        line, = ax.plot(fpr, tpr, label=f"{model} (test acc. {r.test_accuracy:.1f}%)")
+        pred = e <= r.tau
+        ax.plot([(pred & ~test.positive).sum() / max(1, (~test.positive).sum())],
+                [(pred & test.positive).sum() / max(1, test.positive.sum())], "o", color=line.get_color())
+    ax.plot([0, 1], [0, 1], ":", color="grey")
+    ax.set_xlabel("false positive rate (non-entailment called entailment)")
+    ax.set_ylabel("true positive rate (entailment recalled)")
+    ax.legend(loc="lower right")
+    return ax
 
 
 def table(runs: dict[str, dict]) -> pd.DataFrame:
