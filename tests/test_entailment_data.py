@@ -29,11 +29,11 @@ def _official_fixture(tmp_path):
 
 
 def test_official_jsonl_layout_and_label_mapping(tmp_path):
-    d = _official_fixture(tmp_path)
-    s = E.load_split("snli_1.0", "dev", d)
+    _official_fixture(tmp_path)
+    s = E.load_split("snli_1.0", "dev", tmp_path)
     assert len(s) == 3 and s.labels.tolist() == [0, 2, 1]  # '-' dropped by default
     assert s.positive.tolist() == [True, False, False]  # only entailment is positive
-    kept = E.load_split("snli_1.0", "train", d, no_consensus="negative")
+    kept = E.load_split("snli_1.0", "train", tmp_path, no_consensus="negative")
     assert len(kept) == 4 and kept.labels[3] == 3 and not kept.positive[3]
     assert kept.label_counts() == {"entailment": 1, "neutral": 1, "contradiction": 1, "-": 1}
 

@@ -118,10 +118,10 @@ def test_table3_splits_majority_and_table(tmp_path):
             json.dumps({"sentence1": p, "sentence2": h, "gold_label": names[l]}) + "\n"
             for p, h, l in zip(toy.premises, toy.hypotheses, toy.labels)))
     cfg = dict(X.PRESETS["small"], data="official", word_dim=8, dim=8, epochs=1, train_limit=50)
-    train, dev, test, how = X.splits("snli", cfg, d)
+    train, dev, test, how = X.splits("snli", cfg, tmp_path)
     assert len(train) == 50 and len(dev) == len(test) == 120 and "official" in how
     assert X.majority_accuracy(train, test) == pytest.approx(100 * (1 - test.positive.mean()))
-    run = X.run_dataset("snli", cfg, "cpu", directory=d, progress=False)
+    run = X.run_dataset("snli", cfg, "cpu", directory=tmp_path, progress=False)
     df = X.table({"snli": run})
     assert list(df.columns[:4]) == ["method", "metric", "paper", "ours"]
     ours = df.dropna(subset=["ours"])
@@ -131,7 +131,7 @@ def test_table3_splits_majority_and_table(tmp_path):
     assert paper["order-embeddings"] == 88.6 and paper["skip-thoughts"] == 87.7
     assert pd_isna(paper["GRU features + MLP"])  # a stand-in never carries the paper's number
     with pytest.raises(ValueError, match="official protocol covers SNLI only"):
-        X.splits("sick", cfg, d)
+        X.splits("sick", cfg, tmp_path)
 
 
 def pd_isna(x) -> bool:

@@ -123,15 +123,16 @@ def read_snli_jsonl(path: str | Path, no_consensus: str = "drop") -> PairSet:
     return PairSet(prem, hyp, np.asarray(lab, dtype=np.int8), str(path))
 
 
-def dataset_dir(name: str, override: str | Path | None = None) -> Path:
-    """Return the directory holding dataset `name`: `override`, else <data root>/<name>, else this
-    workplace's read-only `../shared/data/<name>` beside the checkout. Never copies anything."""
+def dataset_dir(name: str, root: str | Path | None = None) -> Path:
+    """Return the directory of dataset `name`: <root>/<name> when a root is given, else
+    <data root>/<name>, $ORDERLIB_SHARED_DATA/<name>, or this workplace's read-only
+    `../shared/data/<name>` beside the checkout. Never copies anything."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
-    candidates = [Path(override)] if override else [
+    candidates = [Path(root) / name] if root else [
         data_root() / name, repo_root().parent / "shared" / "data" / name]
     env = os.environ.get("ORDERLIB_SHARED_DATA")
-    if env and not override:
+    if env and not root:
         candidates.insert(1, Path(env) / name)
     for c in candidates:
         if c.is_dir():
@@ -141,9 +142,10 @@ def dataset_dir(name: str, override: str | Path | None = None) -> Path:
                     f"(or set ORDERLIB_SHARED_DATA to a folder that holds {name}/).")
 
 
-def load_split(name: str, split: str, directory: str | Path | None = None, **kw) -> PairSet:
-    """Load one split ("train", "dev", "test") of "snli" or "sick" (TSV) or "snli_1.0" (jsonl)."""
-    path = dataset_dir(name, directory) / DATASETS[name].format(split=split)
+def load_split(name: str, split: str, root: str | Path | None = None, **kw) -> PairSet:
+    """Load one split ("train", "dev", "test") of "snli" or "sick" (TSV) or "snli_1.0" (jsonl),
+    from <root>/<name>/ when a root is given (see `dataset_dir`)."""
+    path = dataset_dir(name, root) / DATASETS[name].format(split=split)
     if not path.is_file():
         raise DataError(f"{path}: no such file (dataset {name!r}, split {split!r})")
     return read_snli_jsonl(path, **kw) if path.suffix == ".jsonl" else read_pairs_tsv(path)
