@@ -3,8 +3,6 @@ batches of sentence pairs, gradient-norm clipping, early stopping on held-out ac
 threshold on the energy chosen on held-out data only (never on test)."""
 from __future__ import annotations
 
-import copy
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -12,11 +10,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from orderlib.checkpoint import load_checkpoint, save_checkpoint
 from orderlib.data.entailment import PairSet, tokenize
 from orderlib.encoders.entailment import build_entailment_model, entailment_loss
 from orderlib.encoders.sentence import Vocab
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
+from orderlib.training import fit
 
 
 @dataclass
@@ -130,35 +128,9 @@ def train_entailment_model(data: EntailmentData, cfg: EntailmentConfig, device="
     device = torch.device(device)
     model = _build(cfg, len(data.vocab), device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    state = load_checkpoint(checkpoint) if checkpoint else None
-    if state is not None and state["cfg"] != asdict(cfg):
-        state = None  # a different run: start over
-    start, history, best, best_state, done, seconds = 0, [], (-1.0, -1), None, False, 0.0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        start, history, best = state["epoch"] + 1, state["history"], tuple(state["best"])
-        best_state, done, seconds = state["best_state"], state["done"], state["seconds"]
-    resumed = state is not None
-    epochs = tqdm(range(start, cfg.epochs), desc=cfg.model, disable=not progress or done)
-    for epoch in epochs:
-        if done:
-            break
-        t0 = time.perf_counter()
-        loss = train_epoch(model, opt, data, cfg, epoch, device, progress)
-        ev = evaluate(model, data, device)
-        seconds += time.perf_counter() - t0
-        history.append({"epoch": epoch, "loss": loss, **ev, "seconds": seconds})
-        epochs.set_postfix(loss=f"{loss:.4f}", dev=f"{ev['dev_accuracy']:.2f}")
-        if ev["dev_accuracy"] > best[0]:
-            best, best_state = (ev["dev_accuracy"], epoch), copy.deepcopy(model.state_dict())
-        done = epoch - best[1] >= cfg.patience or epoch == cfg.epochs - 1
-        if checkpoint:
-            save_checkpoint(checkpoint, {"cfg": asdict(cfg), "model": model.state_dict(), "opt": opt.state_dict(),
-                                         "epoch": epoch, "history": history, "best": list(best),
-                                         "best_state": best_state, "done": done, "seconds": seconds})
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    fitted = fit(model, opt, asdict(cfg), lambda epoch: train_epoch(model, opt, data, cfg, epoch, device, progress),
+                 lambda: evaluate(model, data, device), "dev_accuracy", cfg.epochs, cfg.patience, checkpoint,
+                 progress, cfg.model)
     ev = evaluate(model, data, device)
-    return EntailmentResult(model, history, best[1], ev["tau"], ev["dev_accuracy"], ev["test_accuracy"],
-                            seconds, resumed)
+    return EntailmentResult(model, fitted.history, fitted.best_epoch, ev["tau"], ev["dev_accuracy"],
+                            ev["test_accuracy"], fitted.seconds, fitted.resumed)

@@ -6,8 +6,6 @@ Model selection (early stopping and threshold) uses dev only.
 """
 from __future__ import annotations
 
-import copy
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,12 +14,12 @@ import torch
 from torch.func import functional_call
 from tqdm.auto import tqdm
 
-from orderlib.checkpoint import load_checkpoint, save_checkpoint
 from orderlib.data.hypernymy import HypernymyData
 from orderlib.encoders.concepts import ConceptModel, build_concept_model
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
 from orderlib.losses import LOSSES
 from orderlib.optim import RowAdam
+from orderlib.training import fit
 
 
 OPTIMIZERS = {
@@ -156,40 +154,17 @@ def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
     device = torch.device(device)
     model = build_concept_model(cfg.model, data.n_nodes, cfg.dim, cfg.seed).to(device)
     stepper = _Stepper(model, cfg)
-    state = load_checkpoint(checkpoint) if checkpoint else None
-    if state is not None and state["cfg"] != asdict(cfg):
-        state = None  # a different run: start over
-    start, history, best, best_state, done, seconds = 0, [], (-1.0, -1), None, False, 0.0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        stepper.load_state_dict(state["opt"])
-        start, history, best = state["epoch"] + 1, state["history"], tuple(state["best"])
-        best_state, done, seconds = state["best_state"], state["done"], state["seconds"]
-    resumed = state is not None
-    epochs = tqdm(range(start, cfg.epochs), desc=cfg.model, disable=not progress or done)
-    for epoch in epochs:
-        if done:
-            break
-        t0 = time.perf_counter()
+
+    def one_epoch(epoch: int) -> float:
         model.train()
         loss = train_epoch(stepper, data, cfg, epoch, device, progress)
         stepper.flush()
         model.eval()
-        ev = evaluate(model, data, device)
-        seconds += time.perf_counter() - t0
-        history.append({"epoch": epoch, "loss": loss, **ev, "seconds": seconds})
-        epochs.set_postfix(loss=f"{loss:.4f}", dev=f"{ev['dev_accuracy']:.2f}")
-        if ev["dev_accuracy"] > best[0]:
-            best, best_state = (ev["dev_accuracy"], epoch), copy.deepcopy(model.state_dict())
-        done = epoch - best[1] >= cfg.patience or epoch == cfg.epochs - 1
-        if checkpoint:
-            save_checkpoint(checkpoint, {"cfg": asdict(cfg), "model": model.state_dict(),
-                                         "opt": stepper.state_dict(), "epoch": epoch,
-                                         "history": history, "best": list(best),
-                                         "best_state": best_state, "done": done, "seconds": seconds})
-    if best_state is not None:
-        model.load_state_dict(best_state)
+        return loss
+
+    fitted = fit(model, stepper, asdict(cfg), one_epoch, lambda: evaluate(model, data, device), "dev_accuracy",
+                 cfg.epochs, cfg.patience, checkpoint, progress, cfg.model)
     model.eval()
     ev = evaluate(model, data, device)
-    return TrainResult(model, history, best[1], ev["tau"], ev["dev_accuracy"], ev["test_accuracy"],
-                       seconds, resumed)
+    return TrainResult(model, fitted.history, fitted.best_epoch, ev["tau"], ev["dev_accuracy"],
+                       ev["test_accuracy"], fitted.seconds, fitted.resumed)

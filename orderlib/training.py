@@ -1,0 +1,63 @@
+"""The epoch loop shared by the trainers: early stopping on a held-out score, the best state
+kept, an atomic checkpoint after every epoch, and resume from it."""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from orderlib.checkpoint import load_checkpoint, save_checkpoint
+
+
+@dataclass
+class FitResult:
+    history: list[dict] = field(default_factory=list)  # per epoch: loss, held-out metrics, seconds
+    best_epoch: int = -1
+    best_score: float = float("-inf")
+    seconds: float = 0.0  # training + held-out evaluation time, summed over epochs (resumes included)
+    resumed: bool = False
+
+
+def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], float],
+        evaluate: Callable[[], dict], score: str, epochs: int, patience: int,
+        checkpoint: Path | None = None, progress: bool = True, desc: str = "") -> FitResult:
+    """Run `train_epoch(epoch)` then `evaluate()` for up to `epochs` epochs; stop once `patience`
+    epochs pass without a higher `evaluate()[score]`; leave the best epoch's weights in `model`.
+
+    With `checkpoint`, state is saved after every epoch and a run with the same `cfg` resumes
+    from it (a finished run returns at once); a checkpoint of another cfg is ignored.
+    """
+    state = load_checkpoint(checkpoint) if checkpoint else None
+    if state is not None and state["cfg"] != cfg:
+        state = None  # a different run: start over
+    start, history, best, best_state, done, seconds = 0, [], (float("-inf"), -1), None, False, 0.0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start, history, best = state["epoch"] + 1, state["history"], tuple(state["best"])
+        best_state, done, seconds = state["best_state"], state["done"], state["seconds"]
+    bar = tqdm(range(start, epochs), desc=desc, disable=not progress or done)
+    for epoch in bar:
+        if done:
+            break
+        t0 = time.perf_counter()
+        loss = train_epoch(epoch)
+        ev = evaluate()
+        seconds += time.perf_counter() - t0
+        history.append({"epoch": epoch, "loss": loss, **ev, "seconds": seconds})
+        bar.set_postfix(loss=f"{loss:.4f}", **{score: f"{ev[score]:.2f}"})
+        if ev[score] > best[0]:
+            best, best_state = (ev[score], epoch), copy.deepcopy(model.state_dict())
+        done = epoch - best[1] >= patience or epoch == epochs - 1
+        if checkpoint:
+            save_checkpoint(checkpoint, {"cfg": cfg, "model": model.state_dict(), "opt": opt.state_dict(),
+                                         "epoch": epoch, "history": history, "best": list(best),
+                                         "best_state": best_state, "done": done, "seconds": seconds})
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return FitResult(history, best[1], best[0], seconds, state is not None)
