@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 def max_margin(e_pos: torch.Tensor, e_neg: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
@@ -36,6 +37,29 @@ def contrastive(e: torch.Tensor, margin: float, max_violation: bool = False) -> 
     if max_violation:
         return cost_cap.max(1).values.sum() + cost_im.max(0).values.sum()
     return cost_cap.sum() + cost_im.sum()
+
+
+def info_nce(e: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Return the symmetric InfoNCE (CLIP-style) loss over a (B, B) penalty matrix with true pairs
+    on the diagonal: cross-entropy of logits -e / temperature over captions for each image and
+    over images for each caption, averaged over the two directions and the batch."""
+    if e.dim() != 2 or e.shape[0] != e.shape[1]:
+        raise ValueError(f"expected a square (B, B) penalty matrix, got {tuple(e.shape)}")
+    logits = -e / temperature  # (B, B)
+    target = torch.arange(e.shape[0], device=e.device)
+    return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
+
+
+def in_batch_loss(e: torch.Tensor, kind: str, margin: float, temperature: float) -> torch.Tensor:
+    """Dispatch on the loss name of a retrieval model: "sum" (Eq. 5 of Vendrov et al.), "max"
+    (VSE++'s hardest negatives), "infonce"."""
+    if kind == "sum":
+        return contrastive(e, margin)
+    if kind == "max":
+        return contrastive(e, margin, max_violation=True)
+    if kind == "infonce":
+        return info_nce(e, temperature)
+    raise ValueError(f"unknown in-batch loss {kind!r}; expected sum, max or infonce")
 
 
 LOSSES = {"max_margin": max_margin, "ranking_hinge": ranking_hinge}

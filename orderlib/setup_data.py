@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from orderlib.data.fashion_mnist import ensure_fashion_mnist, load_fashion_mnist
 from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
 from orderlib.paths import DataError, data_root
 
@@ -18,7 +19,13 @@ def setup_wordnet() -> list[str]:
     return lines
 
 
-TARGETS = {"wordnet": setup_wordnet}
+def setup_fashion_mnist() -> list[str]:
+    path, source = ensure_fashion_mnist()
+    n = {s: len(load_fashion_mnist(s)) for s in ("train", "test")}
+    return [f"Fashion-MNIST: {path} ({n['train']:,} train + {n['test']:,} test images, from {source})"]
+
+
+TARGETS = {"wordnet": setup_wordnet, "fashion-mnist": setup_fashion_mnist}
 
 
 def main(argv: list[str] | None = None) -> int:

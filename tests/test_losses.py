@@ -58,3 +58,19 @@ def test_contrastive_zero_when_positives_win_by_margin_and_trains_through_fused_
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.2 * losses[0]
+
+
+def test_info_nce_hand_case_and_direction_average():
+    import math
+
+    from orderlib.losses import in_batch_loss, info_nce
+
+    e = torch.tensor([[0.0, 1.0], [2.0, 0.5]], dtype=torch.float64)
+    t = 0.5  # logits = -e / t = [[0, -2], [-4, -1]]
+    rows = -math.log(1 / (1 + math.exp(-2))) - math.log(math.exp(-1) / (math.exp(-4) + math.exp(-1)))
+    cols = -math.log(1 / (1 + math.exp(-4))) - math.log(math.exp(-1) / (math.exp(-2) + math.exp(-1)))
+    assert info_nce(e, t).item() == pytest.approx(0.5 * (rows / 2 + cols / 2))
+    assert in_batch_loss(e, "infonce", 0.1, t).item() == pytest.approx(info_nce(e, t).item())
+    assert in_batch_loss(e, "max", 0.1, t).item() == pytest.approx(_contrastive_loop(e.numpy(), 0.1, True))
+    with pytest.raises(ValueError, match="unknown in-batch loss"):
+        in_batch_loss(e, "triplet", 0.1, t)

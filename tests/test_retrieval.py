@@ -69,3 +69,24 @@ def test_folds_average_and_errors():
         evaluate_retrieval(im, cap, folds=3)
     with pytest.raises(ValueError, match="captions for"):
         retrieval_ranks(im, cap[:49])
+
+
+def test_evaluation_holds_one_bounded_block_of_the_penalty_matrix_at_a_time(monkeypatch):
+    """The full images x captions matrix never exists: each block of query rows is at most the
+    working-set budget (ORDERLIB_CHUNK_BYTES), and block-wise ranks equal one-block ranks."""
+    g = torch.Generator().manual_seed(3)
+    im, cap = torch.rand(300, 16, generator=g), torch.rand(1500, 16, generator=g)
+    budget = 64 * 1024
+    monkeypatch.setenv("ORDERLIB_CHUNK_BYTES", str(budget))
+    blocks = []
+
+    def recording(x, y):
+        out = order_violation_matrix(x, y)
+        blocks.append(out.numel())
+        return out
+
+    i2t, t2i = retrieval_ranks(im, cap, recording, 5)
+    assert max(blocks) * 8 <= budget  # 8 bytes per entry: penalties and comparisons
+    assert len(blocks) > 10
+    ref_i2t, ref_t2i = retrieval_ranks(im, cap, "order", 5, block=10**6)
+    assert torch.equal(i2t, ref_i2t) and torch.equal(t2i, ref_t2i)

@@ -1,0 +1,130 @@
+"""Fashion-MNIST (Xiao et al., 2017): 70,000 real 28x28 grey images of 10 clothing classes, each
+mapped to a WordNet 3.0 noun synset so the image side meets the real hypernym hierarchy.
+
+Set-up (idempotent): Debian's `dataset-fashion-mnist` ships the four idx files gzipped under
+/usr/share/datasets/fashion-mnist/; they are unpacked into `<data root>/FashionMNIST/raw/`, the
+layout torchvision's reader wants. Without apt, torchvision downloads them there.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from orderlib.paths import DataError, data_root
+
+DEBIAN_PACKAGE = "dataset-fashion-mnist"
+DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
+RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+SOURCE_URL = "https://github.com/zalandoresearch/fashion-mnist"
+
+CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+           "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+# Each class as a WordNet 3.0 noun synset (checked against WordNet by the tests). Shirt is a
+# hypernym of T-shirt (jersey.n.03), so even the ten labels are not flat.
+SYNSETS = ("jersey.n.03", "trouser.n.01", "pullover.n.01", "dress.n.01", "coat.n.01",
+           "sandal.n.01", "shirt.n.01", "gym_shoe.n.01", "bag.n.04", "boot.n.01")
+
+
+def raw_dir(root: Path | None = None) -> Path:
+    return Path(root or data_root()) / "FashionMNIST" / "raw"
+
+
+def _apt_install() -> None:
+    if not shutil.which("apt-get"):
+        return
+    sudo = [] if os.geteuid() == 0 else (["sudo", "-n"] if shutil.which("sudo") else None)
+    if sudo is None:
+        return
+    quiet = dict(check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    install = sudo + ["apt-get", "install", "-y", "-q", DEBIAN_PACKAGE]
+    if subprocess.run(install, **quiet).returncode != 0:  # stale package lists: refresh once
+        subprocess.run(sudo + ["apt-get", "update", "-q"], **quiet)
+        subprocess.run(install, **quiet)
+
+
+def _unpack_debian(dst: Path) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in RAW_FILES:
+        src = DEBIAN_DIR / f"{name}.gz"
+        tmp = dst / f".{name}.{os.getpid()}.tmp"
+        with gzip.open(src, "rb") as fin, open(tmp, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        os.replace(tmp, dst / name)
+
+
+def ensure_fashion_mnist(root: Path | None = None) -> tuple[Path, str]:
+    """Install Fashion-MNIST's idx files under `<root>/FashionMNIST/raw/` if missing; return
+    (raw dir, source description)."""
+    dst = raw_dir(root)
+    source_file = dst / "SOURCE"
+    if all((dst / n).is_file() for n in RAW_FILES):
+        return dst, source_file.read_text().strip() if source_file.exists() else "unknown"
+    if not (DEBIAN_DIR / f"{RAW_FILES[0]}.gz").exists():
+        _apt_install()
+    if (DEBIAN_DIR / f"{RAW_FILES[0]}.gz").exists():
+        _unpack_debian(dst)
+        source = f"debian:{DEBIAN_PACKAGE}"
+    else:
+        try:
+            from torchvision.datasets import FashionMNIST
+
+            FashionMNIST(str(dst.parent.parent), train=True, download=True)
+            FashionMNIST(str(dst.parent.parent), train=False, download=True)
+        except Exception as e:  # noqa: BLE001 - re-raised as a clear set-up error
+            raise DataError(f"could not install Fashion-MNIST into {dst}: install Debian's "
+                            f"{DEBIAN_PACKAGE} (apt-get install {DEBIAN_PACKAGE}) or let torchvision "
+                            f"download it ({SOURCE_URL}); torchvision said: {e}") from e
+        source = "torchvision download"
+    source_file.write_text(source + "\n")
+    return dst, source
+
+
+def fingerprint(root: Path | None = None) -> str:
+    """sha256 over the four unpacked idx files."""
+    h = hashlib.sha256()
+    for name in RAW_FILES:
+        with open(raw_dir(root) / name, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class FashionMNIST:
+    images: np.ndarray  # (N, 28, 28) uint8
+    labels: np.ndarray  # (N,) int64 class index into CLASSES
+    split: str  # "train" (60,000) or "test" (10,000)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def load_fashion_mnist(split: str, root: Path | None = None) -> FashionMNIST:
+    """Load the "train" or "test" split with torchvision's reader (no download here)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    folder = raw_dir(root)
+    missing = [n for n in RAW_FILES if not (folder / n).is_file()]
+    if missing:
+        raise DataError(f"Fashion-MNIST not found: {folder / missing[0]} is missing; run `make data` "
+                        f"(or `python -m orderlib.setup_data fashion-mnist`)")
+    from torchvision.datasets.mnist import read_image_file, read_label_file
+
+    prefix = "train" if split == "train" else "t10k"
+    try:
+        images = read_image_file(str(folder / f"{prefix}-images-idx3-ubyte")).numpy()
+        labels = read_label_file(str(folder / f"{prefix}-labels-idx1-ubyte")).numpy().astype(np.int64)
+    except Exception as e:  # noqa: BLE001 - torchvision's errors do not name the file
+        raise DataError(f"{folder}/{prefix}-*-idx*-ubyte: not a valid idx file ({e})") from e
+    if images.shape[0] != labels.shape[0] or images.shape[1:] != (28, 28):
+        raise DataError(f"{folder}/{prefix}-*: {images.shape[0]} images of shape {images.shape[1:]} "
+                        f"for {labels.shape[0]} labels; expected N x 28 x 28 and N labels")
+    return FashionMNIST(images, labels, split)

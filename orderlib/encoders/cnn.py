@@ -1,0 +1,170 @@
+"""The frozen image CNN: the stand-in for the papers' ImageNet-trained networks (VGG-19 in
+Vendrov et al., Krizhevsky et al.'s in DeViSE), which cannot reach this machine.
+
+A small fully convolutional classifier is trained on single 28x28 Fashion-MNIST items, then
+frozen. Its penultimate layer gives the image feature:
+- an item (DeViSE): the feature map averaged over space, (C,);
+- a scene canvas (Table 2): the feature map averaged over each cell of the 2x2 slot grid and
+  concatenated, (4C,), so that where an item is survives as well as what it is.
+Test-time augmentation stands in for the 10-crop average of Section 4.2: 5 crops (corners and
+centre of the canvas padded by `pad` pixels) and their mirror images, each mirrored feature map
+flipped back before pooling so left and right keep their meaning; "1-crop" is the centre crop.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from orderlib.training import fit
+
+MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST train pixel statistics (of x / 255)
+
+
+def to_input(images: np.ndarray | torch.Tensor, device=None) -> torch.Tensor:
+    """uint8 (B, H, W) -> normalised float (B, 1, H, W)."""
+    x = torch.as_tensor(images, device=device).float().div_(255.0)
+    return ((x - MEAN) / STD)[:, None]
+
+
+class ItemCNN(nn.Module):
+    """Three conv blocks (3x3 conv, batch norm, ReLU; 2x2 max-pool after the first two), global
+    average pooling and a linear classifier. Fully convolutional: any canvas size goes in."""
+
+    def __init__(self, n_classes: int = 10, width: int = 16):
+        super().__init__()
+        w = width
+        block = lambda i, o: [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True)]
+        self.trunk = nn.Sequential(*block(1, w), nn.MaxPool2d(2), *block(w, 2 * w), nn.MaxPool2d(2),
+                                   *block(2 * w, 4 * w))
+        self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(4 * w, n_classes))
+        self.channels = 4 * w
+
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        return self.trunk(x)  # (B, C, H/4, W/4)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.feature_map(x).mean((2, 3))  # (B, C)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))  # (B, n_classes) logits
+
+
+@dataclass
+class CNNConfig:
+    width: int = 16
+    epochs: int = 5
+    batch: int = 128
+    lr: float = 2e-3
+    weight_decay: float = 5e-4
+    shift: int = 2  # random translation of up to this many pixels, as items sit in their slots
+    seed: int = 0
+    classes: tuple[int, ...] | None = None  # train on these labels only (zero-shot held-outs excluded)
+
+
+def _augment(x: torch.Tensor, shift: int, g: torch.Generator) -> torch.Tensor:
+    """Random shifts (zero padding) and mirror images of a (B, 1, H, W) batch."""
+    b, _, h, w = x.shape
+    padded = F.pad(x, (shift,) * 4, value=-MEAN / STD)  # pad with the background value
+    dy, dx = torch.randint(0, 2 * shift + 1, (2, b), generator=g)
+    out = torch.stack([padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(b)])
+    flip = torch.rand(b, generator=g) < 0.5
+    out[flip] = out[flip].flip(-1)
+    return out
+
+
+def train_item_cnn(images: np.ndarray, labels: np.ndarray, held_images: np.ndarray, held_labels: np.ndarray,
+                   cfg: CNNConfig, device="cpu", checkpoint=None, progress: bool = True) -> tuple[ItemCNN, list[dict]]:
+    """Train the classifier on (images, labels), early-stop on held-out accuracy; return it frozen
+    (eval mode, no gradients) with its history. Labels outside `cfg.classes` are dropped from
+    both sets; kept labels are renumbered 0..k-1 in the order of `cfg.classes`."""
+    device = torch.device(device)
+    classes = tuple(sorted(set(labels.tolist()))) if cfg.classes is None else tuple(cfg.classes)
+    remap = np.full(max(max(classes), int(labels.max()), int(held_labels.max())) + 1, -1)
+    remap[list(classes)] = np.arange(len(classes))
+    keep, hkeep = remap[labels] >= 0, remap[held_labels] >= 0
+    x, y = torch.as_tensor(images[keep]), torch.as_tensor(remap[labels[keep]])
+    hx, hy = torch.as_tensor(held_images[hkeep]), torch.as_tensor(remap[held_labels[hkeep]])
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = ItemCNN(len(classes), cfg.width).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    def one_epoch(epoch: int) -> float:
+        model.train()
+        g = torch.Generator().manual_seed(cfg.seed * 1000 + epoch)
+        order, total = torch.randperm(len(y), generator=g), 0.0
+        lr = cfg.lr * 0.5 * (1 + np.cos(np.pi * epoch / cfg.epochs))  # cosine schedule per epoch
+        for group in opt.param_groups:
+            group["lr"] = lr
+        steps = range(0, len(order), cfg.batch)
+        for i in tqdm(steps, desc=f"cnn epoch {epoch}", leave=False, disable=not progress):
+            idx = order[i:i + cfg.batch]
+            xb = _augment(to_input(x[idx]), cfg.shift, g).to(device)
+            loss = F.cross_entropy(model(xb), y[idx].to(device))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item()
+        return total / len(steps)
+
+    def evaluate() -> dict:
+        return {"held_out_accuracy": 100.0 * float((predict(model, hx) == hy.numpy()).mean())}
+
+    cfg_dict = {**asdict(cfg), "classes": list(classes), "n_train": int(len(y))}
+    fitted = fit(model, opt, cfg_dict, one_epoch, evaluate, "held_out_accuracy", cfg.epochs, cfg.epochs,
+                 checkpoint, progress, "item CNN")
+    model.eval().requires_grad_(False)
+    model.classes = classes
+    return model, fitted.history
+
+
+@torch.no_grad()
+def predict(model: ItemCNN, images, batch: int = 1024) -> np.ndarray:
+    """Class indices (model numbering) for uint8 (N, 28, 28) images."""
+    model.eval()
+    device = next(model.parameters()).device
+    return np.concatenate([model(to_input(images[i:i + batch], device)).argmax(1).cpu().numpy()
+                           for i in range(0, len(images), batch)]) if len(images) else np.zeros(0, int)
+
+
+@torch.no_grad()
+def item_features(model: ItemCNN, images, batch: int = 1024) -> torch.Tensor:
+    """(N, C) penultimate features of single items (uint8 (N, 28, 28))."""
+    model.eval()
+    device = next(model.parameters()).device
+    out = [model.features(to_input(images[i:i + batch], device)).cpu() for i in range(0, len(images), batch)]
+    return torch.cat(out) if out else torch.zeros(0, model.channels)
+
+
+def crop_offsets(pad: int) -> list[tuple[int, int]]:
+    """(dy, dx) of the 4 corner crops and the centre crop of a canvas padded by `pad`."""
+    return [(0, 0), (0, 2 * pad), (2 * pad, 0), (2 * pad, 2 * pad), (pad, pad)]
+
+
+@torch.no_grad()
+def scene_features(model: ItemCNN, canvases, grid: int = 2, pad: int = 2, batch: int = 256,
+                   progress: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return (10-crop, 1-crop) features, each (N, C * grid * grid), of uint8 (N, H, W) canvases:
+    the feature map averaged over each cell of a grid x grid partition, flattened, averaged over
+    the 10 views (5 crops x mirror) or taken from the centre crop alone."""
+    model.eval()
+    device = next(model.parameters()).device
+    n, h, w = canvases.shape
+    ten, one = [], []
+    for i in tqdm(range(0, n, batch), desc="scene features", disable=not progress):
+        x = F.pad(to_input(canvases[i:i + batch], device), (pad,) * 4, value=-MEAN / STD)
+        views = []
+        for dy, dx in crop_offsets(pad):
+            crop = x[:, :, dy:dy + h, dx:dx + w]
+            for mirrored in (False, True):
+                fmap = model.feature_map(crop.flip(-1) if mirrored else crop)
+                fmap = fmap.flip(-1) if mirrored else fmap  # back to the canvas's left and right
+                views.append(F.adaptive_avg_pool2d(fmap, grid).flatten(1))  # (B, C * grid^2)
+        ten.append(torch.stack(views).mean(0).cpu())
+        one.append(views[-2].cpu())  # centre crop, not mirrored
+    return torch.cat(ten), torch.cat(one)

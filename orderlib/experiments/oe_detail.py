@@ -1,0 +1,88 @@
+"""Section 4.6 of Vendrov et al.: captions of very different detail for the same image.
+
+Among co-referring caption pairs (two captions of one image) in the dev split, take the 100 with
+the biggest length difference (ties: earlier image, then earlier caption first). Report
+- image retrieval over the dev images: mean rank of the image over the 200 captions of those
+  pairs (paper, COCO, 1000 images: order 6.4, cosine 9.7), also split into the shorter and the
+  longer captions, and over all dev captions for reference;
+- caption retrieval with the shorter caption as query over all other dev captions: mean rank of
+  the longer one (paper: order 34.0, cosine 47.6). The longer, more detailed caption is the more
+  specific side: candidates take the image's place in the penalty, the query the caption's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from orderlib.eval.retrieval import ranks_of_targets
+from orderlib.train_retrieval import CAPTIONS_PER_IMAGE, CaptionedImages, embed
+
+PAPER_SEC46 = {
+    ("order-embeddings", "image retrieval mean rank, 100 most length-different pairs"): 6.4,
+    ("order-embeddings (symm.)", "image retrieval mean rank, 100 most length-different pairs"): 9.7,
+    ("order-embeddings", "caption retrieval: mean rank of the longer caption, shorter as query"): 34.0,
+    ("order-embeddings (symm.)", "caption retrieval: mean rank of the longer caption, shorter as query"): 47.6,
+}
+
+
+def length_different_pairs(lengths: torch.Tensor, k: int = 100) -> np.ndarray:
+    """(k, 2) caption indices (shorter, longer) of the k co-referring pairs with the biggest
+    length difference; lengths is (5N,) with image i's captions at 5i..5i+4."""
+    n = len(lengths) // CAPTIONS_PER_IMAGE
+    a, b = np.triu_indices(CAPTIONS_PER_IMAGE, 1)  # the 10 pairs within one image
+    first = (np.arange(n)[:, None] * CAPTIONS_PER_IMAGE + a).ravel()
+    second = (np.arange(n)[:, None] * CAPTIONS_PER_IMAGE + b).ravel()
+    L = np.asarray(lengths)
+    diff = np.abs(L[first] - L[second])
+    top = np.argsort(-diff, kind="stable")[:k]
+    short_first = L[first[top]] <= L[second[top]]
+    return np.stack([np.where(short_first, first[top], second[top]),
+                     np.where(short_first, second[top], first[top])], 1)
+
+
+def image_ranks(model, ims: torch.Tensor, caps: torch.Tensor, caption_idx) -> torch.Tensor:
+    """1-based rank of each listed caption's own image among all images (ties pessimistic)."""
+    idx = torch.as_tensor(caption_idx)
+    targets = idx.div(CAPTIONS_PER_IMAGE, rounding_mode="floor")[:, None]
+    return ranks_of_targets(lambda r: model.penalty_matrix(ims, caps[idx[r]]).T, len(idx), len(ims), targets)
+
+
+def caption_ranks(model, caps: torch.Tensor, pairs: np.ndarray) -> torch.Tensor:
+    """1-based rank of each pair's longer caption among all captions but the query, the shorter
+    caption being the query (candidates in the image role: the specific side)."""
+    q = torch.as_tensor(pairs[:, 0])
+
+    def penalty(rows):
+        p = model.penalty_matrix(caps, caps[q[rows]]).T.clone()  # (b, 5N)
+        p[torch.arange(len(rows)), q[rows]] = float("inf")  # the query is no candidate
+        return p
+
+    return ranks_of_targets(penalty, len(pairs), len(caps), torch.as_tensor(pairs[:, 1])[:, None])
+
+
+def detail_metrics(model, split: CaptionedImages, k: int = 100) -> dict[str, float]:
+    ims, caps = embed(model, split)
+    pairs = length_different_pairs(split.lengths, k)
+    with torch.no_grad():
+        short, long = image_ranks(model, ims, caps, pairs[:, 0]), image_ranks(model, ims, caps, pairs[:, 1])
+        every = image_ranks(model, ims, caps, np.arange(len(caps)))
+        longer = caption_ranks(model, caps, pairs)
+    f = lambda r: float(r.double().mean())
+    return {
+        "image retrieval mean rank, 100 most length-different pairs": f(torch.cat([short, long])),
+        "image retrieval mean rank, shorter captions of those pairs": f(short),
+        "image retrieval mean rank, longer captions of those pairs": f(long),
+        "image retrieval mean rank, all dev captions": f(every),
+        "caption retrieval: mean rank of the longer caption, shorter as query": f(longer),
+        "mean length difference of those pairs (words)": float(
+            (split.lengths[pairs[:, 1]] - split.lengths[pairs[:, 0]]).double().mean()),
+    }
+
+
+def detail_table(models: dict, split: CaptionedImages, k: int = 100) -> pd.DataFrame:
+    """Long table: method, metric, paper, ours for each {method: model}."""
+    rows = [dict(method=method, metric=metric, paper=PAPER_SEC46.get((method, metric)), ours=v,
+                 target_images=len(split))
+            for method, model in models.items() for metric, v in detail_metrics(model, split, k).items()]
+    return pd.DataFrame(rows)

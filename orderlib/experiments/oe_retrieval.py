@@ -1,0 +1,235 @@
+"""Table 2 of Vendrov et al.: caption-image retrieval, presets and runner.
+
+Data (`data` in a preset):
+- "scenes": Fashion-MNIST Scenes (orderlib.data.scenes), the stand-in this machine can build:
+  real Fashion-MNIST items on a canvas, 5 generated captions each from WordNet, features from a
+  frozen CNN trained on Fashion-MNIST items (orderlib.encoders.cnn).
+- "precomp": a `*_precomp` folder (COCO or Flickr30k features + captions, the layout of the
+  order-embedding and VSE++ releases) given as `data_dir`: the paper's own protocol.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from orderlib.checkpoint import load_checkpoint, save_checkpoint
+from orderlib.data.fashion_mnist import ensure_fashion_mnist, fingerprint as fmnist_fingerprint, load_fashion_mnist
+from orderlib.data.precomp import load_precomp
+from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, make_scenes
+from orderlib.data.wordnet import ensure_wordnet, open_wordnet
+from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
+from orderlib.train_retrieval import RetrievalConfig, RetrievalData, evaluate, prepare, train_retrieval_model
+
+# Table 2 of Vendrov et al. (COCO, VGG-19 features): (method, metric) -> value. No R@5 is printed.
+_MEASURES = ("R@1", "R@10", "med r", "mean r")
+_PAPER_ROWS = {
+    ("1k", "order-embeddings (reversed)"): (11.2, 44.0, 14.2, 86.6, 12.3, 53.5, 9.0, 30.1),
+    ("1k", "order-embeddings (1-crop)"): (41.4, 84.2, 2.0, 8.7, 33.5, 82.2, 2.6, 10.0),
+    ("1k", "order-embeddings (symm.)"): (45.4, 88.7, 2.0, 5.8, 36.3, 85.8, 2.0, 9.0),
+    ("1k", "order-embeddings"): (46.7, 88.9, 2.0, 5.7, 37.9, 85.9, 2.0, 8.1),
+    ("5k", "order-embeddings (symm.)"): (21.5, 62.9, 6.0, 24.4, 16.8, 56.3, 8.0, 40.4),
+    ("5k", "order-embeddings"): (23.3, 65.0, 5.0, 24.4, 18.0, 57.6, 7.0, 35.9),
+}
+PAPER_TABLE2 = {(method, f"{size} {side} {m}"): v
+                for (size, method), values in _PAPER_ROWS.items()
+                for (side, m), v in zip([(s, m) for s in ("caption", "image") for m in _MEASURES], values)}
+
+# Rows: the paper's four models (Section 4.5), then beyond the paper on the same data: VSE++'s
+# max of hinges and an InfoNCE (CLIP-style) loss, each with the order and the cosine penalty.
+ROWS = {  # method -> (RetrievalConfig fields, image features)
+    "order-embeddings": (dict(penalty="order", loss="sum", margin=0.05), "10crop"),
+    "order-embeddings (symm.)": (dict(penalty="cosine", loss="sum", margin=0.2), "10crop"),
+    "order-embeddings (reversed)": (dict(penalty="order-reversed", loss="sum", margin=0.05), "10crop"),
+    "order-embeddings (1-crop)": (dict(penalty="order", loss="sum", margin=0.05), "1crop"),
+    "VSE++ max of hinges (order)": (dict(penalty="order", loss="max", margin=0.05), "10crop"),
+    "VSE++ max of hinges (cosine)": (dict(penalty="cosine", loss="max", margin=0.2), "10crop"),
+    "InfoNCE (order)": (dict(penalty="order", loss="infonce", temperature=0.05), "10crop"),
+    "InfoNCE (cosine)": (dict(penalty="cosine", loss="infonce", temperature=0.05), "10crop"),
+}
+EXTRA_ROWS = [r for r in ROWS if not r.startswith("order-embeddings")]
+
+_PAPER = dict(word_dim=300, dim=1024, batch=128, lr=1e-3, clip=2.0)  # Section 4.4
+PRESETS = {
+    "full": dict(_PAPER, epochs=15, patience=4, seed=0, data="scenes", n_train=10000, n_dev=1000, n_test=5000,
+                 cnn=dict(epochs=5), cnn_items=50000, rows=list(ROWS)),
+    "small": dict(_PAPER, word_dim=32, dim=64, epochs=3, patience=3, seed=0, data="scenes", n_train=1000,
+                  n_dev=500, n_test=1000, cnn=dict(epochs=1), cnn_items=10000, rows=list(ROWS)),
+}
+
+
+@dataclass
+class SceneData:
+    """Scenes of every split, the frozen CNN and its features (10-crop and 1-crop)."""
+
+    scenes: dict[str, Scenes]
+    features: dict[str, dict[str, torch.Tensor]]  # crop -> split -> (N, F)
+    lexicon: Lexicon
+    cnn: torch.nn.Module
+    cnn_history: list[dict]
+    fingerprint: str
+    source: str
+
+
+def _features_key(scenes: dict[str, Scenes], cnn_cfg: dict) -> str:
+    h = hashlib.sha256(repr(sorted(cnn_cfg.items())).encode())
+    for s in sorted(scenes):
+        h.update(scenes[s].fingerprint().encode())
+    return h.hexdigest()
+
+
+def build_scene_data(cfg: dict, device, workdir: Path, progress: bool = True) -> SceneData:
+    """Generate the scenes, train (or load) the frozen CNN, compute (or load) the features."""
+    ensure_wordnet("3.0")
+    _, source = ensure_fashion_mnist()
+    lexicon = Lexicon.from_wordnet(open_wordnet("3.0"))
+    fm = {s: load_fashion_mnist(s) for s in ("train", "test")}
+    sizes = {"train": cfg["n_train"], "dev": cfg["n_dev"], "test": cfg["n_test"]}
+    scenes = {s: make_scenes(fm["test" if s == "test" else "train"], s, n, lexicon, cfg["seed"])
+              for s, n in sizes.items()}
+    cnn_cfg = CNNConfig(**cfg["cnn"], seed=cfg["seed"])
+    k = cfg["cnn_items"]  # CNN training items: the first k of train[0:50000], never a dev/test item
+    train = fm["train"]
+    cnn, history = train_item_cnn(train.images[:k], train.labels[:k], train.images[50000:], train.labels[50000:],
+                                  cnn_cfg, device, Path(workdir) / "item_cnn.pt", progress)
+    key = _features_key(scenes, {**asdict(cnn_cfg), "items": k})
+    cache = Path(workdir) / "scene_features.pt"
+    cached = load_checkpoint(cache)
+    if cached is None or cached["key"] != key:
+        feats = {"10crop": {}, "1crop": {}}
+        for s, sc in scenes.items():
+            feats["10crop"][s], feats["1crop"][s] = scene_features(cnn, sc.render(), progress=progress)
+        save_checkpoint(cache, {"key": key, "features": feats})
+    else:
+        feats = cached["features"]
+    fp = hashlib.sha256((fmnist_fingerprint() + key).encode()).hexdigest()
+    return SceneData(scenes, feats, lexicon, cnn, history, fp,
+                     f"{VERSION} from Fashion-MNIST ({source}) and WordNet 3.0")
+
+
+def scene_retrieval_data(sd: SceneData, crop: str = "10crop") -> RetrievalData:
+    return prepare({s: (sd.features[crop][s], [caption_tokenize(c) for c in sc.captions])
+                    for s, sc in sd.scenes.items()})
+
+
+def precomp_retrieval_data(folder: Path, crop: str = "10crop", min_count: int = 4) -> RetrievalData:
+    """The paper's data from a `*_precomp` folder; words seen fewer than 4 times in train are
+    unknown, as VSE++."""
+    splits = {s: load_precomp(folder, s, crop) for s in ("train", "dev", "test")}
+    return prepare({s: (torch.as_tensor(d.features), [caption_tokenize(c) for c in d.captions])
+                    for s, d in splits.items()}, min_count)
+
+
+def row_config(method: str, cfg: dict) -> RetrievalConfig:
+    fields, _ = ROWS[method]
+    keys = ("word_dim", "dim", "batch", "lr", "clip", "epochs", "patience", "seed")
+    return RetrievalConfig(**{k: cfg[k] for k in keys}, **fields)
+
+
+@dataclass
+class TrainedRows:
+    results: dict = field(default_factory=dict)  # method -> RetrievalResult
+    data: dict = field(default_factory=dict)  # crop -> RetrievalData
+
+
+def train_rows(data: dict[str, RetrievalData], cfg: dict, device, workdir: Path, rows=None,
+               progress: bool = True) -> TrainedRows:
+    """Train (or load from finished checkpoints) every row in `rows` (default: the preset's)."""
+    out = TrainedRows(data=data)
+    for method in cfg["rows"] if rows is None else rows:
+        crop = ROWS[method][1]
+        if crop not in data:
+            continue  # e.g. no 1-crop features in a precomp folder
+        name = method.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "p")
+        out.results[method] = train_retrieval_model(data[crop], row_config(method, cfg), device,
+                                                    Path(workdir) / f"{name}.pt", progress, method)
+    return out
+
+
+def test_sizes(n_test: int) -> dict[str, int]:
+    """{"1k": folds, "5k": 1}: 1k = mean over 1000-image folds; 5k when there are 5,000 images."""
+    if n_test % 1000:
+        raise ValueError(f"the test set must hold a multiple of 1000 images, got {n_test}")
+    sizes = {"1k": n_test // 1000}
+    if n_test >= 5000:
+        sizes[f"{n_test // 1000}k"] = 1
+    return sizes
+
+
+def long_metrics(size: str, m: dict) -> dict[str, float]:
+    """Flatten evaluate_retrieval output to {"1k caption R@1": ..., "1k rsum": ...}."""
+    short = {"median rank": "med r", "mean rank": "mean r"}
+    out = {f"{size} {side.split()[0]} {short.get(k, k)}": v
+           for side in ("caption retrieval", "image retrieval") for k, v in m[side].items()}
+    out[f"{size} rsum"] = m["rsum"]
+    return out
+
+
+def test_table(trained: TrainedRows, cfg: dict) -> pd.DataFrame:
+    """Long-format Table 2 on the test split: method, metric, paper, ours, train images, best epoch, seconds."""
+    rows = []
+    for method, r in trained.results.items():
+        split = trained.data[ROWS[method][1]].test
+        for size, folds in test_sizes(len(split)).items():
+            for metric, v in long_metrics(size, evaluate(r.model, split, folds)).items():
+                rows.append(dict(method=method, metric=metric, paper=PAPER_TABLE2.get((method, metric)), ours=v,
+                                 train_images=len(trained.data[ROWS[method][1]].train), best_epoch=r.best_epoch,
+                                 seconds=round(r.seconds, 1)))
+    return pd.DataFrame(rows)
+
+
+def wide(df: pd.DataFrame, size: str = "1k") -> pd.DataFrame:
+    """One row per method, one column per metric of one test size (for reading, not for reports)."""
+    sub = df[df.metric.str.startswith(size + " ")]
+    return sub.pivot(index="method", columns="metric", values="ours").reindex(
+        [m for m in ROWS if m in set(sub.method)])
+
+
+def _files_fingerprint(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(Path(folder).iterdir()):
+        if f.is_file():
+            h.update(f.name.encode())
+            with open(f, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class Experiment:
+    """Everything a Table 2 / Section 4.6 / Figure 4 notebook needs."""
+
+    cfg: dict
+    data: dict[str, RetrievalData]  # crop -> data
+    trained: TrainedRows
+    source: str
+    fingerprint: str
+    scenes: SceneData | None = None  # None on precomp data
+
+
+def run(cfg: dict, device, workdir: Path, data_dir: str | Path | None = None, rows=None,
+        progress: bool = True) -> Experiment:
+    """Build the data of `cfg["data"]` ("scenes", or "precomp" from `data_dir`), then train or load
+    the rows (default: the preset's)."""
+    sd = None
+    if cfg["data"] == "scenes":
+        sd = build_scene_data(cfg, device, workdir, progress)
+        data = {c: scene_retrieval_data(sd, c) for c in ("10crop", "1crop")}
+        source, fp = sd.source, sd.fingerprint
+    elif cfg["data"] == "precomp":
+        if data_dir is None:
+            raise ValueError("DATA='precomp' needs DATA_DIR: a folder such as coco_precomp/ or f30k_precomp/")
+        folder = Path(data_dir)
+        data = {"10crop": precomp_retrieval_data(folder)}
+        if (folder / "test_ims_1crop.npy").exists():
+            data["1crop"] = precomp_retrieval_data(folder, "1crop")
+        source, fp = f"precomp features + captions from {folder}", _files_fingerprint(folder)
+    else:
+        raise ValueError(f"unknown data {cfg['data']!r}; expected 'scenes' or 'precomp'")
+    trained = train_rows(data, cfg, device, workdir, rows, progress)
+    return Experiment(cfg, data, trained, source, fp, sd)

@@ -1,0 +1,84 @@
+"""Figures of scenes, retrievals and regularities (matplotlib; the notebooks save them)."""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+
+
+def _show(ax, canvas, title: str = "", colour: str | None = None):
+    ax.imshow(canvas, cmap="gray", vmin=0, vmax=255)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if colour:
+        for side in ax.spines.values():
+            side.set_edgecolor(colour)
+            side.set_linewidth(3)
+    if title:
+        ax.set_title(title, fontsize=8)
+
+
+def plot_scenes(scenes, idx, ncols: int = 4):
+    """Canvases of scenes idx, each with its 5 captions underneath."""
+    import matplotlib.pyplot as plt
+
+    idx = list(idx)
+    nrows = -(-len(idx) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 4.6 * nrows), squeeze=False)
+    canvases = scenes.render(idx)
+    for ax, k, canvas in zip(axes.flat, idx, canvases):
+        _show(ax, canvas)
+        caps = "\n".join(textwrap.fill(f"{j}. {c}", 38) for j, c in enumerate(scenes.captions[5 * k:5 * k + 5]))
+        ax.set_xlabel(caps, fontsize=7, loc="left")
+    for ax in axes.flat[len(idx):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def plot_image_retrieval(scenes, captions_idx, ranked, k: int = 5, title: str = ""):
+    """One row per query caption: the caption, then the top-k images (ground truth in green)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(captions_idx), k + 1, figsize=(1.9 * (k + 1), 2.0 * len(captions_idx)), squeeze=False)
+    for row, (c, top) in enumerate(zip(captions_idx, ranked)):
+        axes[row, 0].axis("off")
+        axes[row, 0].text(0, 0.5, textwrap.fill(scenes.captions[c], 22), fontsize=8, va="center")
+        for col, i in enumerate(top[:k]):
+            _show(axes[row, col + 1], scenes.render(int(i))[0], f"#{col + 1}",
+                  "limegreen" if int(i) == c // 5 else None)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_regularities(scenes, lex_caption, composition_examples, abstraction_examples, k: int = 4, n: int = 3):
+    """Figure 4 analogue: rows of caption A max caption B -> top images, then rows of
+    min(image i, image j) -> the synset caption it retrieves."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2 * n, k + 2, figsize=(1.8 * (k + 2), 1.9 * 2 * n), squeeze=False)
+    for row, ex in enumerate(composition_examples[:n]):
+        axes[row, 0].axis("off")
+        axes[row, 0].text(0, 0.5, f"max(\n'{lex_caption(ex['a'])}',\n'{lex_caption(ex['b'])}')", fontsize=8,
+                          va="center")
+        axes[row, 1].axis("off")
+        axes[row, 1].text(0.2, 0.5, "→", fontsize=16, va="center")
+        labels = scenes.labels
+        for col, i in enumerate(ex["top"][:k]):
+            ok = (labels[i] == ex["a"]).any() and (labels[i] == ex["b"]).any()
+            _show(axes[row, col + 2], scenes.render(int(i))[0], "", "limegreen" if ok else "red")
+    for r, ex in enumerate(abstraction_examples[:n]):
+        row = n + r
+        _show(axes[row, 0], scenes.render(ex["i"])[0], "min(")
+        _show(axes[row, 1], scenes.render(ex["j"])[0], ")")
+        axes[row, 2].axis("off")
+        axes[row, 2].text(0.1, 0.5, "→", fontsize=16, va="center")
+        axes[row, 3].axis("off")
+        axes[row, 3].text(0, 0.5, f"'{ex['caption']}'", fontsize=9, va="center",
+                          color="green" if ex["common"] else "red")
+        for col in range(4, k + 2):
+            axes[row, col].axis("off")
+    fig.tight_layout()
+    return fig

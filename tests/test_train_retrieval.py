@@ -1,0 +1,106 @@
+"""Training joint embeddings for retrieval (Section 4.4) on toy data, and Table 2's runner on a
+generated precomp fixture."""
+import numpy as np
+import pytest
+import torch
+
+from orderlib.train_retrieval import RetrievalConfig, evaluate, prepare, train_retrieval_model
+
+COLOURS, SHAPES = ["red", "green", "blue", "black"], ["ball", "box", "cup", "hat", "pen"]
+
+
+def _toy_split(n, seed):
+    """Image = one-hot colour + one-hot shape + noise; captions say the colour, the shape, or both."""
+    rng = np.random.default_rng(seed)
+    c, s = rng.integers(4, size=n), rng.integers(5, size=n)
+    feats = np.zeros((n, 9), np.float32)
+    feats[np.arange(n), c] = 1
+    feats[np.arange(n), 4 + s] = 1
+    feats += 0.05 * rng.standard_normal(feats.shape).astype(np.float32)
+    caps = []
+    for ci, si in zip(c, s):
+        caps += [[COLOURS[ci]], [SHAPES[si]], [COLOURS[ci], SHAPES[si]], ["a", COLOURS[ci], SHAPES[si]],
+                 ["a", "thing"]]
+    return torch.as_tensor(feats), caps
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return prepare({"train": _toy_split(400, 0), "dev": _toy_split(100, 1), "test": _toy_split(100, 2)})
+
+
+@pytest.mark.parametrize("penalty,loss", [("order", "sum"), ("cosine", "sum"), ("order", "max"), ("order", "infonce")])
+def test_models_learn_toy_retrieval(toy, penalty, loss):
+    cfg = RetrievalConfig(penalty=penalty, loss=loss, margin=0.2 if penalty == "cosine" else 0.05, word_dim=8,
+                          dim=16, batch=50, lr=1e-2, epochs=6, patience=6)
+    before = evaluate(train_retrieval_model(toy, RetrievalConfig(**{**vars(cfg), "epochs": 0}), progress=False).model,
+                      toy.test)
+    r = train_retrieval_model(toy, cfg, progress=False)
+    after = evaluate(r.model, toy.test)
+    # 100 test images in 20 colour-shape kinds: a "colour shape" caption can reach R@5 ~ 100.
+    assert after["image retrieval"]["R@10"] > before["image retrieval"]["R@10"] + 15
+    assert after["rsum"] > before["rsum"] + 60
+    assert r.best_epoch == max(range(len(r.history)), key=lambda e: (r.history[e]["dev_score"], -e))
+
+
+def test_resume_equals_uninterrupted_run(toy, tmp_path, monkeypatch):
+    import orderlib.train_retrieval as T
+
+    cfg = RetrievalConfig(word_dim=8, dim=8, batch=64, epochs=3, patience=3)
+    full = train_retrieval_model(toy, cfg, progress=False)
+    real = T.train_epoch
+
+    def interrupted(model, opt, data, c, epoch, *a, **k):
+        if epoch == 1:
+            raise KeyboardInterrupt
+        return real(model, opt, data, c, epoch, *a, **k)
+
+    ckpt = tmp_path / "r.pt"
+    monkeypatch.setattr(T, "train_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train_retrieval_model(toy, cfg, checkpoint=ckpt, progress=False)
+    monkeypatch.setattr(T, "train_epoch", real)
+    resumed = train_retrieval_model(toy, cfg, checkpoint=ckpt, progress=False)
+    assert resumed.resumed and [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
+    assert evaluate(resumed.model, toy.test) == evaluate(full.model, toy.test)
+
+
+def test_training_does_not_touch_global_rng(toy):
+    torch.manual_seed(5)
+    before = torch.rand(1)
+    torch.manual_seed(5)
+    train_retrieval_model(toy, RetrievalConfig(word_dim=4, dim=4, epochs=1), progress=False)
+    assert torch.equal(torch.rand(1), before)
+
+
+def test_prepare_checks_five_captions_per_image():
+    feats, caps = _toy_split(3, 0)
+    with pytest.raises(ValueError, match="14 captions for 3 images"):
+        prepare({"train": (feats, caps[:14]), "dev": (feats, caps), "test": (feats, caps)})
+
+
+def test_table2_runner_on_a_precomp_fixture(tmp_path):
+    """The COCO path end to end: a generated coco_precomp folder, every row, long table with the
+    paper's numbers on the paper's rows only."""
+    from orderlib.experiments import oe_retrieval as X
+
+    folder = tmp_path / "coco_precomp"
+    folder.mkdir()
+    for split, n, seed in (("train", 200, 0), ("dev", 100, 1), ("test", 1000, 2)):
+        feats, caps = _toy_split(n, seed)
+        (folder / f"{split}_caps.txt").write_text("\n".join(" ".join(c) for c in caps) + "\n")
+        np.save(folder / f"{split}_ims.npy", np.repeat(feats.numpy(), 5, 0))  # one row per caption
+    data = {"10crop": X.precomp_retrieval_data(folder, "10crop", min_count=1)}  # no 1-crop file: row skipped
+    cfg = {**X.PRESETS["small"], "word_dim": 4, "dim": 8, "epochs": 1, "batch": 100}
+    trained = X.train_rows(data, cfg, "cpu", tmp_path / "ckpt", progress=False)
+    assert "order-embeddings (1-crop)" not in trained.results and len(trained.results) == len(X.ROWS) - 1
+    df = X.test_table(trained, cfg)
+    assert set(df.metric) >= {"1k caption R@1", "1k image R@10", "1k image med r", "1k rsum"}
+    paper = df.dropna(subset=["paper"]).set_index(["method", "metric"])["paper"]
+    assert paper[("order-embeddings", "1k image R@1")] == 37.9
+    assert paper[("order-embeddings (symm.)", "1k caption mean r")] == 5.8
+    assert df[df.method.isin(X.EXTRA_ROWS)].paper.isna().all()
+    assert df[df.metric.str.contains("R@5")].paper.isna().all()  # Table 2 prints no R@5
+    assert (df.train_images == 200).all()
+    again = X.train_rows(data, cfg, "cpu", tmp_path / "ckpt", progress=False)  # finished checkpoints load
+    assert all(r.resumed for r in again.results.values())
