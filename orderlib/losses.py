@@ -62,4 +62,25 @@ def in_batch_loss(e: torch.Tensor, kind: str, margin: float, temperature: float)
     raise ValueError(f"unknown in-batch loss {kind!r}; expected sum, max or infonce")
 
 
+def hinge_rank(scores: torch.Tensor, target: torch.Tensor, margin: float = 0.1, first_violator: bool = True,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+    """Return the DeViSE hinge rank loss (Eq. 1 of Frome et al.), averaged over the batch.
+
+    scores (B, L): similarity of each image to each candidate label; target (B,) the true label.
+    Per image: sum over labels j != target of max(0, margin - s_target + s_j). first_violator=True
+    keeps the paper's shortcut: visit the other labels in random order and stop at the first one
+    that violates the margin, so each image contributes that one term (or nothing).
+    """
+    b = scores.shape[0]
+    rows = torch.arange(b, device=scores.device)
+    viol = margin - scores[rows, target][:, None] + scores  # (B, L)
+    viol[rows, target] = 0.0
+    if not first_violator:
+        return torch.clamp(viol, min=0).sum(1).mean()
+    keys = torch.rand(viol.shape, generator=generator).to(scores.device)  # a random visiting order
+    keys = torch.where(viol > 0, keys, torch.full_like(keys, 2.0))  # non-violators are never first
+    first = keys.argmin(1)  # (B,)
+    return torch.clamp(viol[rows, first], min=0).mean()
+
+
 LOSSES = {"max_margin": max_margin, "ranking_hinge": ranking_hinge}

@@ -82,3 +82,28 @@ def plot_regularities(scenes, lex_caption, composition_examples, abstraction_exa
             axes[row, col].axis("off")
     fig.tight_layout()
     return fig
+
+
+def plot_label_predictions(trained: dict, spaces, test, idx, exp, candidates=None, k: int = 5,
+                           methods=("softmax baseline", "devise")):
+    """One row per test image: the image, then each method's top-k labels (true label in bold)."""
+    import matplotlib.pyplot as plt
+
+    candidates = spaces.classes if candidates is None else candidates
+    images = test.images[list(idx)]
+    ranked = {m: exp.ranking(trained, m, spaces, images, candidates, k) for m in methods}
+    fig, axes = plt.subplots(len(idx), 1 + len(methods), figsize=(2.2 + 3.4 * len(methods), 1.9 * len(idx)),
+                             squeeze=False, gridspec_kw={"width_ratios": [1] + [2.2] * len(methods)})
+    for row, i in enumerate(idx):
+        _show(axes[row, 0], test.images[i], exp.label_name(spaces, spaces.classes[test.labels[i]]))
+        true = spaces.classes[test.labels[i]]
+        for col, m in enumerate(methods, 1):
+            ax = axes[row, col]
+            ax.axis("off")
+            if row == 0:
+                ax.set_title(m, fontsize=9)
+            for j, lab in enumerate(ranked[m][row]):
+                ax.text(0, 0.9 - 0.19 * j, exp.label_name(spaces, int(lab)), fontsize=8,
+                        fontweight="bold" if lab == true else "normal", transform=ax.transAxes)
+    fig.tight_layout()
+    return fig

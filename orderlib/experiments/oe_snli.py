@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_split
+from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_split, tokenize
 from orderlib.eval.threshold import roc_points
 from orderlib.train_entailment import EntailmentConfig, energies, prepare, train_entailment_model
 
@@ -152,3 +152,21 @@ def table(runs: dict[str, dict]) -> pd.DataFrame:
                              n_train=None, seconds=None))
     df = pd.DataFrame(rows)
     return df[["method", "metric", "paper", "ours", "n_train", "seconds"]]
+
+
+def length_asymmetry(runs: dict[str, dict]) -> pd.DataFrame:
+    """How much more general the hypothesis is than the premise, per dataset and label: mean
+    words of each and the share of pairs whose hypothesis is shorter. The order model encodes
+    entailment as "the hypothesis is an abstraction of the premise"; where entailed pairs are
+    near-paraphrases of equal length, a symmetric similarity fits them as well or better."""
+    rows = []
+    for dataset, run in runs.items():
+        test = run["pairs"][2]
+        p = np.array([len(tokenize(s)) for s in test.premises])
+        h = np.array([len(tokenize(s)) for s in test.hypotheses])
+        for name, mask in (("entailment", test.positive), ("not entailment", ~test.positive)):
+            rows.append({"dataset": dataset, "test pairs": name, "premise words": p[mask].mean(),
+                         "hypothesis words": h[mask].mean(),
+                         "% hypothesis shorter": 100.0 * (h[mask] < p[mask]).mean(),
+                         "% same length": 100.0 * (p[mask] == h[mask]).mean()})
+    return pd.DataFrame(rows).round(2)

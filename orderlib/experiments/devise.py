@@ -1,0 +1,326 @@
+"""DeViSE (Frome et al., NIPS 2013) Tables 1-3 at Fashion-MNIST scale: presets and runner.
+
+Their scale vs ours: ImageNet (1.2M images, 1,000 training labels, up to 21k zero-shot labels,
+Wikipedia skip-gram) vs Fashion-MNIST (60k real images, 10 labels mapped to WordNet 3.0 synsets,
+zero-shot label sets of hundreds to ~10k real WordNet noun synsets, skip-gram on WordNet's own
+glosses). Label vectors exist for all 82,115 WordNet 3.0 noun synsets, so any of them can be a
+candidate label.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from orderlib.checkpoint import load_checkpoint, save_checkpoint
+from orderlib.data.fashion_mnist import CLASSES, SYNSETS, ensure_fashion_mnist, load_fashion_mnist
+from orderlib.data.hypernymy import make_splits
+from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph, open_wordnet
+from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, train_item_cnn
+from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, inverse_document_frequency,
+                                        train_skipgram, wordnet_corpus)
+from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours
+from orderlib.train_devise import DeViSEConfig, embed_images, rank_labels, train_devise
+from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
+
+# Table 1 of Frome et al. (ILSVRC 2012 1K; hit@k in %, hp@k as fractions); 500-D rows for DeViSE and
+# random embeddings (the paper also lists 1000-D).
+PAPER_TABLE1 = {
+    "softmax baseline": dict(zip(["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
+                                 [55.6, 67.4, 78.5, 85.0, 0.452, 0.342, 0.313, 0.319])),
+    "devise": dict(zip(["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
+                       [53.2, 65.2, 76.7, 83.3, 0.447, 0.352, 0.331, 0.341])),
+    "random embeddings": dict(zip(["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
+                                  [52.4, 63.9, 74.8, 80.6, 0.428, 0.315, 0.271, 0.248])),
+    "chance": dict(zip(["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
+                       [0.1, 0.2, 0.5, 1.0, 0.007, 0.013, 0.022, 0.042])),
+}
+# Tables 2-3 (zero-shot, 500-D): our candidate set -> the paper's data set of the same construction.
+_HIT = ["hit@1", "hit@2", "hit@5", "hit@10", "hit@20"]
+_HP = ["hp@1", "hp@2", "hp@5", "hp@10", "hp@20"]
+_PAPER_ZS = {
+    ("2-hop", "devise-0"): ([6.0, 10.0, 18.1, 26.4, 36.4], [0.06, 0.152, 0.192, 0.217, 0.233], 1589),
+    ("2-hop", "devise+seen"): ([0.8, 2.7, 7.9, 14.2, 22.7], [0.008, 0.204, 0.196, 0.201, 0.214], 2589),
+    ("2-hop", "softmax baseline"): (None, [0, 0.236, 0.181, 0.174, 0.179], None),
+    ("3-hop", "devise-0"): ([1.7, 2.9, 5.3, 8.2, 12.5], [0.017, 0.037, 0.191, 0.214, 0.236], 7860),
+    ("3-hop", "devise+seen"): ([0.5, 1.4, 3.4, 5.9, 9.7], [0.005, 0.053, 0.192, 0.201, 0.214], 8860),
+    ("3-hop", "softmax baseline"): (None, [0, 0.053, 0.157, 0.143, 0.130], None),
+    ("all artifacts", "devise-0"): ([0.8, 1.4, 2.5, 3.9, 6.0], [0.008, 0.017, 0.072, 0.085, 0.096], 20841),
+    ("all artifacts", "devise+seen"): ([0.3, 0.8, 1.9, 3.2, 5.3], [0.003, 0.025, 0.083, 0.092, 0.101], 21841),
+    ("all artifacts", "softmax baseline"): (None, [0, 0.023, 0.071, 0.069, 0.065], None),
+}
+PAPER_ZEROSHOT = {}
+for (_set, _method), (_hits, _hps, _n) in _PAPER_ZS.items():
+    for _m, _v in zip(_HIT, _hits or []):
+        PAPER_ZEROSHOT[(f"{_method} ({_set})", _m)] = _v
+    for _m, _v in zip(_HP, _hps):
+        PAPER_ZEROSHOT[(f"{_method} ({_set})", _m)] = _v
+    if _n:
+        PAPER_ZEROSHOT[(f"{_method} ({_set})", "candidate labels")] = _n
+# Table 4: hit@5 on a fixed 800/200 split, over the 200 unseen labels and over all 1000.
+PAPER_ZEROSHOT[("devise-0 (held-out only)", "hit@5")] = 31.8
+PAPER_ZEROSHOT[("devise+seen (held-out + seen)", "hit@5")] = 9.0
+
+UNSEEN = (4, 5, 6)  # Coat, Sandal, Shirt: each has relatives among the 7 seen classes
+PRESETS = {
+    "full": dict(seed=0, cnn=dict(epochs=8), skipgram=dict(dim=300, epochs=5), label_dim=300,
+                 devise=dict(epochs=10, finetune_epochs=2), order=dict(dim=50, epochs=10, patience=10),
+                 unseen=UNSEEN, hop_sets=(2, 3), top="artifact.n.01", items=50000),
+    "small": dict(seed=0, cnn=dict(epochs=1), skipgram=dict(dim=50, epochs=1), label_dim=50,
+                  devise=dict(epochs=2, finetune_epochs=1), order=dict(dim=50, epochs=1, patience=1,
+                                                                        train_fraction=0.2),
+                  unseen=UNSEEN, hop_sets=(2, 3), top="artifact.n.01", items=10000),
+}
+
+
+@dataclass
+class LabelSpaces:
+    """Label vectors for every WordNet 3.0 noun synset (rows follow graph.names)."""
+
+    graph: NounGraph
+    skipgram: np.ndarray  # (N, D) unit norm
+    random: np.ndarray  # (N, D) unit norm
+    order: np.ndarray  # (N, 50) >= 0, WordNet order-embedding
+    classes: np.ndarray  # (10,) graph index of each Fashion-MNIST class
+    notes: dict
+
+
+def _cached(path: Path, key: str, build):
+    state = load_checkpoint(path)
+    if state is not None and state.get("key") == key:
+        return state["value"]
+    value = build()
+    save_checkpoint(path, {"key": key, "value": value})
+    return value
+
+
+def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) -> LabelSpaces:
+    """Skip-gram label vectors from WordNet glosses, random unit vectors, and a WordNet
+    order-embedding of all nouns (each built once and cached in workdir)."""
+    ensure_wordnet("3.0")
+    graph = load_noun_graph("3.0")
+    index = graph.index()
+
+    def build_skipgram():
+        wn = open_wordnet("3.0")
+        corpus = wordnet_corpus(wn)
+        wv = train_skipgram(corpus, SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"]))
+        vec = definition_vectors(wv, [wn.synset(n) for n in graph.names], inverse_document_frequency(corpus))
+        return {"vectors": vec, "corpus_tokens": sum(map(len, corpus)), "vocabulary": len(wv.words)}
+
+    sg_key = f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}"
+    sg = _cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
+    rng = np.random.default_rng(cfg["seed"])
+    rand = rng.standard_normal((len(graph.names), sg["vectors"].shape[1])).astype(np.float32)
+    rand /= np.linalg.norm(rand, axis=1, keepdims=True)
+
+    def build_order():
+        data = make_splits(graph.parents, "clean", n_test=1000, n_dev=1000, seed=cfg["seed"])
+        hc = HypernymyConfig(model="order-embeddings", seed=cfg["seed"], **cfg["order"])
+        r = train_concept_model(data, hc, device, Path(workdir) / "order_labels_train.pt", progress)
+        return {"vectors": r.model.emb.weight.detach().cpu().numpy(), "test_accuracy": r.test_accuracy}
+
+    order = _cached(Path(workdir) / "order_labels.pt", f"{graph.fingerprint}|{sorted(cfg['order'].items())}",
+                    build_order)
+    notes = {"skip-gram corpus tokens": sg["corpus_tokens"], "skip-gram vocabulary": sg["vocabulary"],
+             "order-embedding WordNet test accuracy (%)": order["test_accuracy"]}
+    classes = np.array([index[s] for s in SYNSETS])
+    return LabelSpaces(graph, sg["vectors"], rand, order["vectors"], classes, notes)
+
+
+def train_cnn(cfg: dict, classes, workdir: Path, device="cpu", progress: bool = True) -> tuple[ItemCNN, list]:
+    """The visual model: the item CNN on Fashion-MNIST train[0:items] of `classes` only."""
+    train = load_fashion_mnist("train")
+    k = cfg["items"]
+    name = "cnn_all.pt" if len(classes) == len(CLASSES) else "cnn_seen.pt"
+    return train_item_cnn(train.images[:k], train.labels[:k], train.images[50000:], train.labels[50000:],
+                          CNNConfig(**cfg["cnn"], seed=cfg["seed"], classes=tuple(classes)), device,
+                          Path(workdir) / name, progress)
+
+
+METHOD_SPACES = {"devise": ("skipgram", "dot"), "random embeddings": ("random", "dot"),
+                 "devise (order-embedding labels)": ("order", "order")}
+
+
+def train_models(cfg: dict, spaces: LabelSpaces, seen, workdir: Path, device="cpu", progress: bool = True,
+                 methods=tuple(METHOD_SPACES)) -> dict:
+    """The CNN (softmax baseline) and one DeViSE model per label space, trained on `seen` classes."""
+    cnn, cnn_history = train_cnn(cfg, seen, workdir, device, progress)
+    train = load_fashion_mnist("train")
+    k = cfg["items"]
+    remap = {c: i for i, c in enumerate(seen)}
+
+    def subset(images, labels):
+        keep = np.isin(labels, seen)
+        return images[keep], np.array([remap[int(l)] for l in labels[keep]])
+
+    x, y = subset(train.images[:k], train.labels[:k])
+    hx, hy = subset(train.images[50000:], train.labels[50000:])
+    tag = "all" if len(seen) == len(CLASSES) else "seen"
+    models = {"softmax baseline": cnn}
+    histories = {"softmax baseline": cnn_history}
+    for method in methods:
+        space, score = METHOD_SPACES[method]
+        vectors = getattr(spaces, space)[spaces.classes[list(seen)]]
+        model, hist = train_devise(cnn, x, y, hx, hy, torch.as_tensor(vectors),
+                                   DeViSEConfig(score=score, seed=cfg["seed"], **cfg["devise"]), device,
+                                   Path(workdir) / f"devise_{tag}_{space}", progress)
+        models[method], histories[method] = model, hist
+    return {"models": models, "histories": histories, "seen": list(seen)}
+
+
+def _softmax_ranking(cnn: ItemCNN, images, seen_graph_idx: np.ndarray, k: int) -> np.ndarray:
+    with torch.no_grad():
+        device = next(cnn.parameters()).device
+        from orderlib.encoders.cnn import to_input
+
+        logits = torch.cat([cnn(to_input(images[i:i + 1024], device)).cpu() for i in range(0, len(images), 1024)])
+    order = torch.sort(logits, dim=1, descending=True, stable=True).indices[:, :k].numpy()
+    return seen_graph_idx[order]  # (N, min(k, seen)) graph indices
+
+
+def ranking(trained: dict, method: str, spaces: LabelSpaces, images, candidates: np.ndarray, k: int) -> np.ndarray:
+    """(N, <= k) graph indices of each image's top labels by `method`, best first. The softmax
+    baseline ranks the labels it was trained on, whatever the candidates."""
+    model = trained["models"][method]
+    if method == "softmax baseline":
+        return _softmax_ranking(model, images, spaces.classes[trained["seen"]], k)
+    space, _ = METHOD_SPACES[method]
+    vec = torch.as_tensor(getattr(spaces, space)[candidates])
+    return candidates[rank_labels(model, embed_images(model, images), vec, min(k, len(candidates)))]
+
+
+def evaluate(trained: dict, spaces: LabelSpaces, images, labels, candidates: np.ndarray,
+             hit_ks=(1, 2, 5, 10), hp_ks=(2, 5, 10, 20)) -> dict[str, dict]:
+    """Metrics per method over one candidate label set (graph indices); labels are class indices.
+    The softmax baseline's ring sets are built over the candidates plus its own labels, so that
+    nearby predictions earn credit."""
+    adj = _adjacency(spaces.graph)
+    true = spaces.classes[labels]  # (N,) graph indices
+    kmax = max(max(hit_ks), max(hp_ks))
+    out = {}
+    for method in trained["models"]:
+        ranked = ranking(trained, method, spaces, images, candidates, kmax)
+        cand = np.union1d(candidates, spaces.classes[trained["seen"]]) if method == "softmax baseline" else candidates
+        out[method] = {**hit_at_k(ranked, true, hit_ks), **hierarchical_precision(ranked, true, cand, adj, hp_ks)}
+    out["chance"] = chance(true, candidates, adj, hit_ks, hp_ks)
+    return out
+
+
+def label_name(spaces: LabelSpaces, i: int) -> str:
+    """'gym_shoe.n.01' -> 'gym shoe'."""
+    return spaces.graph.names[i].rsplit(".", 2)[0].replace("_", " ")
+
+
+def nearest_synsets(spaces: LabelSpaces, cls: int, n: int = 5) -> list[str]:
+    """The n noun synsets whose skip-gram label vectors are nearest (cosine) to class cls's."""
+    sims = spaces.skipgram @ spaces.skipgram[spaces.classes[cls]]
+    return [label_name(spaces, int(i)) for i in np.argsort(-sims)[1:n + 1]]
+
+
+_ADJ: dict[str, list] = {}
+
+
+def _adjacency(graph: NounGraph) -> list[list[int]]:
+    if graph.fingerprint not in _ADJ:
+        _ADJ[graph.fingerprint] = neighbours(graph.parents)
+    return _ADJ[graph.fingerprint]
+
+
+def chance(true: np.ndarray, candidates: np.ndarray, adj, hit_ks, hp_ks) -> dict[str, float]:
+    """Expected metrics of a uniformly random ranking of the candidates: hit@k = k / L, hp@k =
+    mean |ring set| / L (every candidate is equally likely in the top k)."""
+    from orderlib.eval.hierarchy import ring_set
+
+    n = len(candidates)
+    cand = set(int(c) for c in candidates)
+    out = {f"hit@{k}": 100.0 * min(k, n) / n * float(np.isin(true, candidates).mean()) for k in hit_ks}
+    for k in hp_ks:
+        sizes = {t: len(ring_set(int(t), cand, k, adj)) for t in np.unique(true)}
+        out[f"hp@{k}"] = float(np.mean([min(k, n) / n * sizes[t] / k for t in true]))
+    return out
+
+
+def zero_shot_sets(cfg: dict, spaces: LabelSpaces) -> dict[str, np.ndarray]:
+    """Candidate label sets (graph indices) of increasing difficulty, each holding the held-out labels:
+    held-out only; within h hops of the seen labels (seen labels themselves excluded); every noun
+    synset under cfg["top"] except the seen labels."""
+    adj = _adjacency(spaces.graph)
+    seen = spaces.classes[[c for c in range(len(CLASSES)) if c not in cfg["unseen"]]]
+    unseen = spaces.classes[list(cfg["unseen"])]
+    sets = {"held-out only": np.sort(unseen)}
+    for h in cfg["hop_sets"]:
+        near = np.array(sorted(hops_from(seen, adj, h)))
+        sets[f"{h}-hop"] = np.setdiff1d(np.union1d(near, unseen), seen)
+    children = defaultdict(list)
+    for c, ps in enumerate(spaces.graph.parents):
+        for p in ps:
+            children[p].append(c)
+    top = spaces.graph.index()[cfg["top"]]
+    below, stack = set(), [top]
+    while stack:
+        for v in children[stack.pop()]:
+            if v not in below:
+                below.add(v)
+                stack.append(v)
+    sets["all artifacts"] = np.setdiff1d(np.array(sorted(below)), seen)
+    return sets
+
+
+def long_rows(method_prefix: str, metrics: dict, paper: dict, extra: dict) -> list[dict]:
+    return [dict(method=method_prefix, metric=m, paper=paper.get((method_prefix, m)), ours=v, **extra)
+            for m, v in metrics.items()]
+
+
+def table1(results: dict, n_labels: int) -> pd.DataFrame:
+    rows = []
+    for method, metrics in results.items():
+        for m, v in metrics.items():
+            rows.append(dict(method=method, metric=m, paper=PAPER_TABLE1.get(method, {}).get(m), ours=v,
+                             candidate_labels=n_labels))
+    return pd.DataFrame(rows)
+
+
+def fingerprint(spaces: LabelSpaces) -> str:
+    from orderlib.data.fashion_mnist import fingerprint as fm
+
+    return hashlib.sha256((fm() + spaces.graph.fingerprint).encode()).hexdigest()
+
+
+def source() -> str:
+    _, src = ensure_fashion_mnist()
+    return f"Fashion-MNIST ({src}); WordNet 3.0 nouns, glosses and examples"
+
+
+def zero_shot_table(trained: dict, spaces: LabelSpaces, images, labels, sets: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Long table over candidate sets: for each set S, every model restricted to S ("-0") and the
+    DeViSE models over S plus the seen labels ("+seen"), the softmax baseline and chance."""
+    hit_ks, hp_ks = (1, 2, 5, 10, 20), (1, 2, 5, 10, 20)
+    seen = spaces.classes[trained["seen"]]
+    rows = []
+    for name, cand in sets.items():
+        plus = np.union1d(cand, seen)
+        plus_name = "held-out + seen" if name == "held-out only" else name
+        zero = evaluate(trained, spaces, images, labels, cand, hit_ks, hp_ks)
+        with_seen = evaluate(trained, spaces, images, labels, plus, hit_ks, hp_ks)
+        for method, metrics in zero.items():
+            short = {"devise": "devise", "random embeddings": "random embeddings",
+                     "devise (order-embedding labels)": "devise, order-embedding labels"}.get(method, method)
+            if method == "softmax baseline":
+                label, n = f"softmax baseline ({plus_name})", len(plus)
+            else:
+                label, n = f"{short}-0 ({name})", len(cand)
+            rows += long_rows(label, {**metrics, "candidate labels": n}, PAPER_ZEROSHOT, {"candidate_set": name})
+        for method, metrics in with_seen.items():
+            if method in ("softmax baseline",):
+                continue
+            short = {"devise (order-embedding labels)": "devise, order-embedding labels"}.get(method, method)
+            label = f"{short}+seen ({plus_name})"
+            rows += long_rows(label, {**metrics, "candidate labels": len(plus)}, PAPER_ZEROSHOT,
+                              {"candidate_set": plus_name})
+    return pd.DataFrame(rows)

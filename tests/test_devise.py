@@ -1,0 +1,139 @@
+"""DeViSE pieces: hierarchical precision on a hand-built hierarchy, the hinge rank loss on hand
+cases, skip-gram vectors on a toy corpus, word-vector files, and the model's two scores."""
+import numpy as np
+import pytest
+import torch
+
+from orderlib.encoders.skipgram import SkipGramConfig, load_word_vectors, train_skipgram
+from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours, ring_set
+from orderlib.losses import hinge_rank
+from orderlib.paths import DataError
+
+# 0 entity; 1 animal -> 0; 2 pet -> 1; 3 canine -> 1; 4 dog -> 2, 3; 5 cat -> 2; 6 rock -> 0;
+# 7 wolf -> 3; 8 pebble -> 6
+PARENTS = [[], [0], [1], [1], [2, 3], [2], [0], [3], [6]]
+ADJ = neighbours(PARENTS)
+
+
+def test_rings_grow_through_non_candidates_and_keep_whole_rings():
+    cand = {4, 5, 7, 8}  # dog, cat, wolf, pebble
+    assert ring_set(4, cand, 1, ADJ) == {4}  # ring 0: the true label
+    # ring 1 of dog: pet, canine (not candidates); ring 2: animal, cat, wolf -> {dog, cat, wolf}
+    assert ring_set(4, cand, 2, ADJ) == {4, 5, 7}
+    assert ring_set(4, cand, 3, ADJ) == {4, 5, 7}  # the whole ring 2 is kept
+    assert ring_set(4, cand, 4, ADJ) == {4, 5, 7, 8}  # rings 3-5 reach pebble through entity and rock
+    assert ring_set(4, cand, 9, ADJ) == cand  # fewer candidates than k in the whole graph: all of them
+    assert ring_set(6, {4, 5}, 1, ADJ) == {4, 5}  # the true label need not be a candidate
+
+
+def test_hierarchical_precision_and_hit_hand_case():
+    ranked = np.array([[4, 5, 8, 7], [8, 4, 5, 7]])  # predictions for two dog images
+    true = np.array([4, 4])
+    hit = hit_at_k(ranked, true, (1, 2))
+    assert hit == {"hit@1": 50.0, "hit@2": 100.0}
+    hp = hierarchical_precision(ranked, true, [4, 5, 7, 8], ADJ, (2, 4))
+    # k=2: set {dog, cat, wolf}: image 1 top-2 {dog, cat} -> 1; image 2 {pebble, dog} -> 0.5
+    # k=4: set all four: both 4/4 -> 1
+    assert hp == {"hp@2": pytest.approx(0.75), "hp@4": pytest.approx(1.0)}
+
+
+def test_hops():
+    assert hops_from([4], ADJ, 2) == {4: 0, 2: 1, 3: 1, 1: 2, 5: 2, 7: 2}
+
+
+def test_hinge_rank_hand_cases():
+    scores = torch.tensor([[0.5, 0.45, 0.0, 0.48], [0.1, 0.9, 0.2, 0.3]])
+    target = torch.tensor([0, 1])
+    # image 0: violations 0.1 - 0.5 + s_j for j = 1, 2, 3: 0.05, -0.4, 0.08 -> sum 0.13; image 1: none
+    assert hinge_rank(scores, target, 0.1, first_violator=False).item() == pytest.approx(0.13 / 2)
+    # first violator: image 0 contributes 0.05 or 0.08 (which one depends on the random order)
+    seen = {round(hinge_rank(scores, target, 0.1, generator=torch.Generator().manual_seed(s)).item() * 2, 4)
+            for s in range(40)}
+    assert seen == {0.05, 0.08}
+    assert hinge_rank(torch.tensor([[1.0, 0.0]]), torch.tensor([0]), 0.1).item() == 0.0
+
+
+def _toy_corpus(n=600, seed=0):
+    """Two topics that never share context words: animals and tools."""
+    rng = np.random.default_rng(seed)
+    animals, tools = ["dog", "cat", "horse", "cow"], ["hammer", "saw", "drill", "wrench"]
+    a_ctx, t_ctx = ["fur", "barn", "milk", "tail", "paw"], ["nail", "wood", "steel", "bolt", "shop"]
+    out = []
+    for _ in range(n):
+        words, ctx = (animals, a_ctx) if rng.random() < 0.5 else (tools, t_ctx)
+        out.append(list(rng.choice(words, 2)) + list(rng.choice(ctx, 4)))
+    return out
+
+
+def test_skipgram_puts_same_topic_words_closer_than_other_topic_words():
+    wv = train_skipgram(_toy_corpus(), SkipGramConfig(dim=16, window=3, epochs=20, subsample=0, seed=0))
+    assert np.allclose(np.linalg.norm(wv.vectors, axis=1), 1, atol=1e-5)
+    same = np.mean([wv.similarity("dog", "cat"), wv.similarity("hammer", "saw"), wv.similarity("cow", "horse")])
+    other = np.mean([wv.similarity("dog", "saw"), wv.similarity("hammer", "cat"), wv.similarity("cow", "drill")])
+    assert same > other + 0.3
+    again = train_skipgram(_toy_corpus(), SkipGramConfig(dim=16, window=3, epochs=20, subsample=0, seed=0))
+    assert np.array_equal(again.vectors, wv.vectors)  # seeded, one worker: repeatable
+
+
+def test_word_vector_files(tmp_path):
+    w2v = tmp_path / "vec.txt"
+    w2v.write_text("2 3\ncat 3 0 4\ndog 0 1 0\n")
+    wv = load_word_vectors(w2v)
+    assert wv.words == ["cat", "dog"] and np.allclose(wv["cat"], [0.6, 0, 0.8])
+    glove = tmp_path / "glove.txt"
+    glove.write_text("the 1 0\nof 0 2\n")
+    assert load_word_vectors(glove).words == ["the", "of"]
+    glove.write_text("the 1 0\nof 0\n")
+    with pytest.raises(DataError, match=r"glove.txt:2: expected a word and 2 numbers, got 1"):
+        load_word_vectors(glove)
+    glove.write_text("the 1 x\n")
+    with pytest.raises(DataError, match=r"glove.txt:1: not a number in the vector of 'the'"):
+        load_word_vectors(glove)
+    with pytest.raises(DataError, match="no such file"):
+        load_word_vectors(tmp_path / "missing.txt")
+
+
+def test_devise_scores_dot_and_order():
+    from orderlib.encoders.cnn import ItemCNN
+    from orderlib.encoders.devise import DeViSE
+    from orderlib.penalties import order_violation_matrix
+
+    torch.manual_seed(0)
+    cnn = ItemCNN(10, width=4)
+    labels = torch.rand(5, 6)
+    dot = DeViSE(cnn, 6, "dot")
+    e = dot.embed_features(torch.randn(3, cnn.channels))
+    assert torch.allclose(dot.scores(e, labels), e @ labels.T)
+    order = DeViSE(cnn, 6, "order")
+    e = order.embed_features(torch.randn(3, cnn.channels))
+    assert (e >= 0).all()
+    assert torch.allclose(order.scores(e, labels), -order_violation_matrix(e, labels))
+    with pytest.raises(ValueError, match="unknown score"):
+        DeViSE(cnn, 6, "cosine")
+
+
+def test_train_devise_learns_and_leaves_the_given_cnn_alone():
+    from orderlib.encoders.cnn import CNNConfig, train_item_cnn
+    from orderlib.train_devise import DeViSEConfig, embed_images, rank_labels, train_devise
+
+    rng = np.random.default_rng(0)
+
+    def items(n):
+        y = rng.integers(0, 3, n)
+        x = rng.integers(0, 40, size=(n, 28, 28)).astype(np.uint8)
+        x[y == 0, :14] += 200
+        x[y == 1, 14:] += 200
+        x[y == 2, 7:21, 7:21] += 200
+        return x, y
+
+    x, y = items(600)
+    hx, hy = items(200)
+    cnn, _ = train_item_cnn(x, y, hx, hy, CNNConfig(epochs=2, batch=64, width=4), progress=False)
+    before = {k: v.clone() for k, v in cnn.state_dict().items()}
+    labels = torch.nn.functional.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(0)), dim=1)
+    model, hist = train_devise(cnn, x, y, hx, hy, labels, DeViSEConfig(epochs=4, finetune_epochs=1, batch=64, lr=1e-2),
+                               progress=False)
+    assert hist[-1]["stage"] == "fine-tuned" and len(hist) == 5
+    pred = rank_labels(model, embed_images(model, hx), labels, 1)[:, 0]
+    assert (pred == hy).mean() > 0.8
+    assert all(torch.equal(before[k], v) for k, v in cnn.state_dict().items())  # fine-tuned a copy
