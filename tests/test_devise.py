@@ -112,22 +112,12 @@ def test_devise_scores_dot_and_order():
         DeViSE(cnn, 6, "cosine")
 
 
-def test_train_devise_learns_and_leaves_the_given_cnn_alone():
+def test_train_devise_learns_and_leaves_the_given_cnn_alone(toy_items):
     from orderlib.encoders.cnn import CNNConfig, train_item_cnn
     from orderlib.train_devise import DeViSEConfig, embed_images, rank_labels, train_devise
 
-    rng = np.random.default_rng(0)
-
-    def items(n):
-        y = rng.integers(0, 3, n)
-        x = rng.integers(0, 40, size=(n, 28, 28)).astype(np.uint8)
-        x[y == 0, :14] += 200
-        x[y == 1, 14:] += 200
-        x[y == 2, 7:21, 7:21] += 200
-        return x, y
-
-    x, y = items(600)
-    hx, hy = items(200)
+    x, y = toy_items(600)
+    hx, hy = toy_items(200, seed=1)
     cnn, _ = train_item_cnn(x, y, hx, hy, CNNConfig(epochs=2, batch=64, width=4), progress=False)
     before = {k: v.clone() for k, v in cnn.state_dict().items()}
     labels = torch.nn.functional.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(0)), dim=1)
@@ -137,3 +127,27 @@ def test_train_devise_learns_and_leaves_the_given_cnn_alone():
     pred = rank_labels(model, embed_images(model, hx), labels, 1)[:, 0]
     assert (pred == hy).mean() > 0.8
     assert all(torch.equal(before[k], v) for k, v in cnn.state_dict().items())  # fine-tuned a copy
+
+
+def test_definition_vectors_bring_synsets_with_related_glosses_together():
+    from collections import Counter
+
+    from orderlib.encoders.skipgram import definition_vectors
+
+    class Syn:
+        def __init__(self, lemmas, gloss):
+            self._l, self._g = lemmas, gloss
+
+        def lemma_names(self):
+            return self._l
+
+        def definition(self):
+            return self._g
+
+    corpus = _toy_corpus()
+    wv = train_skipgram(corpus, SkipGramConfig(dim=16, window=3, epochs=20, subsample=0, seed=0))
+    syns = [Syn(["kitten"], "a young cat with fur"), Syn(["puppy"], "a young dog with a tail"),
+            Syn(["mallet"], "a hammer of wood"), Syn(["nothing_known"], "zzz")]
+    vec = definition_vectors(wv, syns, Counter(w for s in corpus for w in s))
+    assert vec.shape == (4, 16) and np.allclose(np.linalg.norm(vec[:3], axis=1), 1, atol=1e-5)
+    assert vec[0] @ vec[1] > vec[0] @ vec[2] and vec[1] @ vec[0] > vec[1] @ vec[2]

@@ -9,20 +9,9 @@ from orderlib.encoders.joint import JointEmbedding
 from orderlib.penalties import cosine_distance_matrix, order_violation_matrix
 
 
-def _toy_items(n, seed=0):
-    """Three easy, mirror-invariant classes: bright top half, bottom half or centre, plus noise."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, 3, n)
-    x = rng.integers(0, 40, size=(n, 28, 28)).astype(np.uint8)
-    x[labels == 0, :14] += 200
-    x[labels == 1, 14:] += 200
-    x[labels == 2, 7:21, 7:21] += 200
-    return x, labels
-
-
-def test_cnn_learns_toy_classes_and_skips_held_out_classes():
-    x, y = _toy_items(1000)
-    hx, hy = _toy_items(200, seed=1)
+def test_cnn_learns_toy_classes_and_skips_held_out_classes(toy_items):
+    x, y = toy_items(1000)
+    hx, hy = toy_items(200, seed=1)
     model, hist = train_item_cnn(x, y, hx, hy, CNNConfig(epochs=3, batch=64, width=4), progress=False)
     assert hist[-1]["held_out_accuracy"] > 90
     assert not any(p.requires_grad for p in model.parameters())  # frozen

@@ -81,11 +81,13 @@ def train_skipgram(sentences: list[list[str]], cfg: SkipGramConfig) -> WordVecto
     return WordVectors(words, vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12))
 
 
-def definition_vectors(wv: WordVectors, synsets, idf: dict[str, float]) -> np.ndarray:
-    """(S, D) label vectors: for each synset, the idf-weighted mean of the vectors of its lemma
-    tokens, their words ("gym_shoe" -> gym, shoe) and its gloss words; then centred on the mean of
+def definition_vectors(wv: WordVectors, synsets, counts: Counter, a: float = 1e-3) -> np.ndarray:
+    """(S, D) label vectors: for each synset, the mean of the vectors of its lemma tokens, their
+    words ("gym_shoe" -> gym, shoe) and its gloss words, each weighted a / (a + p(word)) with p the
+    word's corpus frequency (Arora et al.'s smooth inverse frequency); then centred on the mean of
     all S and unit-normalised (skip-gram vectors share a common direction that would otherwise make
     every label look alike)."""
+    total = float(sum(counts.values()))
     rows = []
     for s in synsets:
         lemmas = [l.lower() for l in s.lemma_names()]
@@ -94,18 +96,11 @@ def definition_vectors(wv: WordVectors, synsets, idf: dict[str, float]) -> np.nd
         if not words:
             rows.append(np.zeros(wv.vectors.shape[1], np.float32))
             continue
-        weights = np.array([idf.get(w, 0.0) for w in words], np.float32)[:, None]
-        rows.append((weights * np.stack([wv[w] for w in words])).sum(0) / max(float(weights.sum()), 1e-12))
+        weights = np.array([a / (a + counts[w] / total) for w in words], np.float32)[:, None]
+        rows.append((weights * np.stack([wv[w] for w in words])).sum(0) / float(weights.sum()))
     vec = np.stack(rows)
     vec -= vec.mean(0, keepdims=True)
     return vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
-
-
-def inverse_document_frequency(sentences: list[list[str]]) -> dict[str, float]:
-    """log(number of sentences / sentences holding the word)."""
-    df = Counter(w for s in sentences for w in set(s))
-    n = len(sentences)
-    return {w: float(np.log(n / c)) for w, c in df.items()}
 
 
 def load_word_vectors(path: str | Path, limit: int | None = None) -> WordVectors:

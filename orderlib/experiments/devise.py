@@ -9,7 +9,7 @@ candidate label.
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,8 +22,7 @@ from orderlib.data.fashion_mnist import CLASSES, SYNSETS, ensure_fashion_mnist, 
 from orderlib.data.hypernymy import make_splits
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, train_item_cnn
-from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, inverse_document_frequency,
-                                        train_skipgram, wordnet_corpus)
+from orderlib.encoders.skipgram import SkipGramConfig, definition_vectors, train_skipgram, wordnet_corpus
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours
 from orderlib.train_devise import DeViSEConfig, embed_images, rank_labels, train_devise
 from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
@@ -110,10 +109,11 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
         wn = open_wordnet("3.0")
         corpus = wordnet_corpus(wn)
         wv = train_skipgram(corpus, SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"]))
-        vec = definition_vectors(wv, [wn.synset(n) for n in graph.names], inverse_document_frequency(corpus))
+        counts = Counter(w for sentence in corpus for w in sentence)
+        vec = definition_vectors(wv, [wn.synset(n) for n in graph.names], counts)
         return {"vectors": vec, "corpus_tokens": sum(map(len, corpus)), "vocabulary": len(wv.words)}
 
-    sg_key = f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}"
+    sg_key = f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|sif"
     sg = _cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
     rng = np.random.default_rng(cfg["seed"])
     rand = rng.standard_normal((len(graph.names), sg["vectors"].shape[1])).astype(np.float32)

@@ -233,3 +233,48 @@ def run(cfg: dict, device, workdir: Path, data_dir: str | Path | None = None, ro
         raise ValueError(f"unknown data {cfg['data']!r}; expected 'scenes' or 'precomp'")
     trained = train_rows(data, cfg, device, workdir, rows, progress)
     return Experiment(cfg, data, trained, source, fp, sd)
+
+
+@torch.no_grad()
+def per_level(trained: TrainedRows, levels=None, methods=None) -> pd.DataFrame:
+    """Image retrieval on the test split broken down by caption position within its image (on
+    Fashion-MNIST Scenes, the level of detail: 0 gist ... 4 layout), over all test images."""
+    from orderlib.eval.retrieval import rank_metrics, retrieval_ranks
+    from orderlib.train_retrieval import embed
+
+    rows = []
+    for method in methods or trained.results:
+        r = trained.results[method]
+        split = trained.data[ROWS[method][1]].test
+        ims, caps = embed(r.model, split)
+        _, t2i = retrieval_ranks(ims, caps, r.model.penalty_matrix)
+        for j in range(5):
+            m = rank_metrics(t2i[j::5])
+            rows.append({"method": method, "caption": levels[j] if levels else j,
+                         "words": float(split.lengths[j::5].double().mean()),
+                         **{k: m[k] for k in ("R@1", "R@10", "mean rank")}})
+    return pd.DataFrame(rows)
+
+
+@torch.no_grad()
+def asymmetry(trained: TrainedRows, methods=None) -> pd.DataFrame:
+    """How much of each true pair's squared distance the order penalty charges, E / ||x - y||^2
+    (E(x, y) + E(y, x) = ||x - y||^2): 0 = the pair is perfectly ordered the trained way round,
+    0.5 = no preferred direction. Also the mean norm of the caption side minus the image side
+    after |.| (captions above images means smaller coordinates)."""
+    from orderlib.penalties import order_violation
+    from orderlib.train_retrieval import embed
+
+    rows = []
+    for method in methods or trained.results:
+        r = trained.results[method]
+        if r.model.penalty == "cosine":
+            continue
+        ims, caps = embed(r.model, trained.data[ROWS[method][1]].test)
+        im = ims.repeat_interleave(5, 0)
+        e = order_violation(im, caps) if r.model.penalty == "order" else order_violation(caps, im)
+        d = (im - caps).pow(2).sum(1).clamp_min(1e-12)
+        rows.append({"method": method, "penalty": r.model.penalty, "E / squared distance": float((e / d).mean()),
+                     "true pairs with E < 0.05 * squared distance (%)": 100 * float((e < 0.05 * d).double().mean()),
+                     "L1 norm: captions - images": float((caps.sum(1) - im.sum(1)).mean())})
+    return pd.DataFrame(rows)
