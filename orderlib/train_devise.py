@@ -4,6 +4,7 @@ epoch by held-out hit@1 over the training labels."""
 from __future__ import annotations
 
 import copy
+import hashlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -97,7 +98,11 @@ def train_devise(cnn: ItemCNN, images: np.ndarray, labels: np.ndarray, held_imag
         return total / len(steps)
 
     ckpt = (lambda name: Path(checkpoint_dir) / name) if checkpoint_dir else (lambda name: None)
-    base = {**asdict(cfg), "labels": int(t.shape[0]), "n": int(len(y))}
+    # a checkpoint belongs to these label vectors and this CNN: resuming with others would be wrong
+    fingerprint = hashlib.sha256(t.cpu().numpy().tobytes())
+    for v in cnn.state_dict().values():
+        fingerprint.update(v.cpu().numpy().tobytes())
+    base = {**asdict(cfg), "labels": int(t.shape[0]), "n": int(len(y)), "inputs": fingerprint.hexdigest()}
     opt = torch.optim.Adam(model.M.parameters(), lr=cfg.lr)
     r1 = fit(model, opt, {**base, "stage": 1}, stage1, held_out, "held_out_hit@1", cfg.epochs, cfg.epochs,
              ckpt("devise_stage1.pt"), progress, "DeViSE (frozen CNN)")
