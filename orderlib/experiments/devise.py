@@ -324,3 +324,26 @@ def zero_shot_table(trained: dict, spaces: LabelSpaces, images, labels, sets: di
             rows += long_rows(label, {**metrics, "candidate labels": len(plus)}, PAPER_ZEROSHOT,
                               {"candidate_set": plus_name})
     return pd.DataFrame(rows)
+
+
+def error_profile(trained: dict, spaces: LabelSpaces, images, labels, candidates: np.ndarray,
+                  methods=("devise", "softmax baseline")) -> pd.DataFrame:
+    """For each true class and method: the most frequent top-1 labels, and how far (WordNet hops,
+    hypernym and hyponym edges) the top-1 label lies from the true one, against the mean distance
+    of all candidates (a random guess)."""
+    adj = _adjacency(spaces.graph)
+    rows = []
+    for c in np.unique(labels):
+        true = int(spaces.classes[c])
+        dist = hops_from([true], adj, 30)
+        guess = float(np.mean([dist.get(int(x), 31) for x in candidates]))
+        for method in methods:
+            top = ranking(trained, method, spaces, images[labels == c], candidates, 1)[:, 0]
+            names, counts = np.unique(top, return_counts=True)
+            common = sorted(zip(counts, names), reverse=True)[:3]
+            rows.append({"class": CLASSES[c], "method": method,
+                         "top-1 labels (% of images)": ", ".join(f"{label_name(spaces, int(n))} ({100 * k / len(top):.0f})"
+                                                                  for k, n in common),
+                         "hops top-1 -> truth": float(np.mean([dist.get(int(x), 31) for x in top])),
+                         "hops, random guess": guess})
+    return pd.DataFrame(rows)

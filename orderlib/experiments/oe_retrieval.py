@@ -278,3 +278,25 @@ def asymmetry(trained: TrainedRows, methods=None) -> pd.DataFrame:
                      "true pairs with E < 0.05 * squared distance (%)": 100 * float((e < 0.05 * d).double().mean()),
                      "L1 norm: captions - images": float((caps.sum(1) - im.sum(1)).mean())})
     return pd.DataFrame(rows)
+
+
+def caption_duplicates(scenes: Scenes, levels=None, fold: int = 1000) -> pd.DataFrame:
+    """Per caption level, within each fold of `fold` images (the 1k test protocol): the share of
+    captions whose exact text also describes another image, how many images share it on average,
+    and the oracle image R@1: a model that ranks a caption's images first but cannot tell apart the
+    images sharing its text finds the right one first with probability 1 / (images sharing it).
+    A shared caption also makes true matches in-batch "negatives": harmless to a sum of hinges over
+    127 negatives, fatal to a loss that follows the single hardest one (VSE++'s max of hinges)."""
+    from collections import Counter
+
+    caps = np.array(scenes.captions, dtype=object).reshape(-1, 5)
+    rows = []
+    for j in range(5):
+        shared = np.concatenate([
+            (lambda texts: np.array([Counter(texts)[c] for c in texts]))(caps[f:f + fold, j])
+            for f in range(0, len(caps), fold)])
+        rows.append({"caption": levels[j] if levels else j,
+                     "% shared with another image": 100.0 * float((shared > 1).mean()),
+                     "images per text (mean)": float(shared.mean()),
+                     "oracle image R@1 (%)": 100.0 * float((1.0 / shared).mean())})
+    return pd.DataFrame(rows)
