@@ -92,8 +92,8 @@ def plot_label_predictions(trained: dict, spaces, test, idx, exp, candidates=Non
     candidates = spaces.classes if candidates is None else candidates
     images = test.images[list(idx)]
     ranked = {m: exp.ranking(trained, m, spaces, images, candidates, k) for m in methods}
-    fig, axes = plt.subplots(len(idx), 1 + len(methods), figsize=(2.2 + 3.4 * len(methods), 1.9 * len(idx)),
-                             squeeze=False, gridspec_kw={"width_ratios": [1] + [2.2] * len(methods)})
+    fig, axes = plt.subplots(len(idx), 1 + len(methods), figsize=(1.6 + 2.4 * len(methods), 1.6 * len(idx)),
+                             squeeze=False, gridspec_kw={"width_ratios": [1] + [1.5] * len(methods)})
     for row, i in enumerate(idx):
         _show(axes[row, 0], test.images[i], exp.label_name(spaces, spaces.classes[test.labels[i]]))
         true = spaces.classes[test.labels[i]]

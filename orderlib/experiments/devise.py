@@ -347,3 +347,14 @@ def error_profile(trained: dict, spaces: LabelSpaces, images, labels, candidates
                          "hops top-1 -> truth": float(np.mean([dist.get(int(x), 31) for x in top])),
                          "hops, random guess": guess})
     return pd.DataFrame(rows)
+
+
+def train_seconds(trained: dict) -> dict[str, float]:
+    """Training time per method (summed over stages), from the checkpointed histories."""
+    out = {}
+    for method, hist in trained["histories"].items():
+        last = {}
+        for h in hist:
+            last[h.get("stage", "")] = h["seconds"]
+        out[method] = round(sum(last.values()), 1)
+    return out
