@@ -23,7 +23,7 @@ from orderlib.data.precomp import load_precomp
 from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, make_scenes
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
-from orderlib.train_retrieval import RetrievalConfig, RetrievalData, evaluate, prepare, train_retrieval_model
+from orderlib.train_retrieval import RetrievalConfig, RetrievalData, prepare, train_retrieval_model
 
 # Table 2 of Vendrov et al. (COCO, VGG-19 features): (method, metric) -> value. No R@5 is printed.
 _MEASURES = ("R@1", "R@10", "med r", "mean r")
@@ -171,11 +171,16 @@ def long_metrics(size: str, m: dict) -> dict[str, float]:
 
 def test_table(trained: TrainedRows, cfg: dict) -> pd.DataFrame:
     """Long-format Table 2 on the test split: method, metric, paper, ours, train images, best epoch, seconds."""
+    from orderlib.eval.retrieval import evaluate_retrieval
+    from orderlib.train_retrieval import embed
+
     rows = []
     for method, r in trained.results.items():
         split = trained.data[ROWS[method][1]].test
+        ims, caps = embed(r.model, split)  # once per model, for every test size
         for size, folds in test_sizes(len(split)).items():
-            for metric, v in long_metrics(size, evaluate(r.model, split, folds)).items():
+            m = evaluate_retrieval(ims, caps, r.model.penalty_matrix, 5, folds)
+            for metric, v in long_metrics(size, m).items():
                 rows.append(dict(method=method, metric=metric, paper=PAPER_TABLE2.get((method, metric)), ours=v,
                                  train_images=len(trained.data[ROWS[method][1]].train), best_epoch=r.best_epoch,
                                  seconds=round(r.seconds, 1)))
