@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import textwrap
 
-import numpy as np
-
 
 def _show(ax, canvas, title: str = "", colour: str | None = None):
     ax.imshow(canvas, cmap="gray", vmin=0, vmax=255)

@@ -41,3 +41,26 @@ def _toy_items(n: int, seed: int = 0):
 @pytest.fixture
 def toy_items():
     return _toy_items
+
+
+@pytest.fixture
+def interrupt_then_resume(tmp_path, monkeypatch):
+    """run(module, train, at): call train(checkpoint) with module.train_epoch raising
+    KeyboardInterrupt at epoch `at` (its fifth argument), then call it again uninterrupted from the
+    same checkpoint; return (resumed result, checkpoint path)."""
+    def run(module, train, at: int):
+        real = module.train_epoch
+
+        def interrupted(*args, **kwargs):
+            if args[4] == at:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        ckpt = tmp_path / "run.pt"
+        monkeypatch.setattr(module, "train_epoch", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            train(ckpt)
+        monkeypatch.setattr(module, "train_epoch", real)
+        return train(ckpt), ckpt
+
+    return run

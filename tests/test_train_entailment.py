@@ -69,24 +69,13 @@ def test_threshold_never_sees_test_labels(toy_data):
     assert a["test_accuracy"] + b["test_accuracy"] == pytest.approx(100.0)
 
 
-def test_resume_equals_uninterrupted_run(toy_data, tmp_path, monkeypatch):
+def test_resume_equals_uninterrupted_run(toy_data, interrupt_then_resume):
     import orderlib.train_entailment as T
 
     cfg = EntailmentConfig(model="order-embeddings (symmetric)", word_dim=8, dim=8, epochs=4, batch=50, patience=4)
     full = train_entailment_model(toy_data, cfg, progress=False)
-    real_epoch = T.train_epoch
-
-    def interrupted(model, opt, data, c, epoch, *a, **k):
-        if epoch == 2:
-            raise KeyboardInterrupt
-        return real_epoch(model, opt, data, c, epoch, *a, **k)
-
-    ckpt = tmp_path / "run.pt"
-    monkeypatch.setattr(T, "train_epoch", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        train_entailment_model(toy_data, cfg, checkpoint=ckpt, progress=False)
-    monkeypatch.setattr(T, "train_epoch", real_epoch)
-    resumed = train_entailment_model(toy_data, cfg, checkpoint=ckpt, progress=False)
+    resumed, ckpt = interrupt_then_resume(
+        T, lambda c: train_entailment_model(toy_data, cfg, checkpoint=c, progress=False), at=2)
     assert resumed.resumed and len(resumed.history) == 4
     assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
     assert resumed.test_accuracy == full.test_accuracy

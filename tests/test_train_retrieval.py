@@ -43,24 +43,12 @@ def test_models_learn_toy_retrieval(toy, penalty, loss):
     assert r.best_epoch == max(range(len(r.history)), key=lambda e: (r.history[e]["dev_score"], -e))
 
 
-def test_resume_equals_uninterrupted_run(toy, tmp_path, monkeypatch):
+def test_resume_equals_uninterrupted_run(toy, interrupt_then_resume):
     import orderlib.train_retrieval as T
 
     cfg = RetrievalConfig(word_dim=8, dim=8, batch=64, epochs=3, patience=3)
     full = train_retrieval_model(toy, cfg, progress=False)
-    real = T.train_epoch
-
-    def interrupted(model, opt, data, c, epoch, *a, **k):
-        if epoch == 1:
-            raise KeyboardInterrupt
-        return real(model, opt, data, c, epoch, *a, **k)
-
-    ckpt = tmp_path / "r.pt"
-    monkeypatch.setattr(T, "train_epoch", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        train_retrieval_model(toy, cfg, checkpoint=ckpt, progress=False)
-    monkeypatch.setattr(T, "train_epoch", real)
-    resumed = train_retrieval_model(toy, cfg, checkpoint=ckpt, progress=False)
+    resumed, _ = interrupt_then_resume(T, lambda c: train_retrieval_model(toy, cfg, checkpoint=c, progress=False), at=1)
     assert resumed.resumed and [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
     assert evaluate(resumed.model, toy.test) == evaluate(full.model, toy.test)
 

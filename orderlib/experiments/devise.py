@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +19,12 @@ import torch
 
 from orderlib.checkpoint import load_checkpoint, save_checkpoint
 from orderlib.data.fashion_mnist import CLASSES, SYNSETS, ensure_fashion_mnist, load_fashion_mnist
+from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.data.hypernymy import make_splits
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph, open_wordnet
-from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, train_item_cnn
+from orderlib.encoders.cnn import CNNConfig, ItemCNN, to_input, train_item_cnn
 from orderlib.encoders.skipgram import SkipGramConfig, definition_vectors, train_skipgram, wordnet_corpus
-from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours
+from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours, ring_set
 from orderlib.train_devise import DeViSEConfig, embed_images, rank_labels, train_devise
 from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
 
@@ -53,17 +54,23 @@ _PAPER_ZS = {
     ("all artifacts", "devise+seen"): ([0.3, 0.8, 1.9, 3.2, 5.3], [0.003, 0.025, 0.083, 0.092, 0.101], 21841),
     ("all artifacts", "softmax baseline"): (None, [0, 0.023, 0.071, 0.069, 0.065], None),
 }
-PAPER_ZEROSHOT = {}
-for (_set, _method), (_hits, _hps, _n) in _PAPER_ZS.items():
-    for _m, _v in zip(_HIT, _hits or []):
-        PAPER_ZEROSHOT[(f"{_method} ({_set})", _m)] = _v
-    for _m, _v in zip(_HP, _hps):
-        PAPER_ZEROSHOT[(f"{_method} ({_set})", _m)] = _v
-    if _n:
-        PAPER_ZEROSHOT[(f"{_method} ({_set})", "candidate labels")] = _n
-# Table 4: hit@5 on a fixed 800/200 split, over the 200 unseen labels and over all 1000.
-PAPER_ZEROSHOT[("devise-0 (held-out only)", "hit@5")] = 31.8
-PAPER_ZEROSHOT[("devise+seen (held-out + seen)", "hit@5")] = 9.0
+
+
+def _paper_zero_shot() -> dict:
+    out = {}
+    for (cset, method), (hits, hps, n) in _PAPER_ZS.items():
+        name = f"{method} ({cset})"
+        out.update({(name, m): v for m, v in zip(_HIT, hits or [])})
+        out.update({(name, m): v for m, v in zip(_HP, hps)})
+        if n:
+            out[(name, "candidate labels")] = n
+    # Table 4: hit@5 on a fixed 800/200 split, over the 200 unseen labels and over all 1000.
+    out[("devise-0 (held-out only)", "hit@5")] = 31.8
+    out[("devise+seen (held-out + seen)", "hit@5")] = 9.0
+    return out
+
+
+PAPER_ZEROSHOT = _paper_zero_shot()
 
 UNSEEN = (4, 5, 6)  # Coat, Sandal, Shirt: each has relatives among the 7 seen classes
 PRESETS = {
@@ -177,8 +184,6 @@ def train_models(cfg: dict, spaces: LabelSpaces, seen, workdir: Path, device="cp
 def _softmax_ranking(cnn: ItemCNN, images, seen_graph_idx: np.ndarray, k: int) -> np.ndarray:
     with torch.no_grad():
         device = next(cnn.parameters()).device
-        from orderlib.encoders.cnn import to_input
-
         logits = torch.cat([cnn(to_input(images[i:i + 1024], device)).cpu() for i in range(0, len(images), 1024)])
     order = torch.sort(logits, dim=1, descending=True, stable=True).indices[:, :k].numpy()
     return seen_graph_idx[order]  # (N, min(k, seen)) graph indices
@@ -235,8 +240,6 @@ def _adjacency(graph: NounGraph) -> list[list[int]]:
 def chance(true: np.ndarray, candidates: np.ndarray, adj, hit_ks, hp_ks) -> dict[str, float]:
     """Expected metrics of a uniformly random ranking of the candidates: hit@k = k / L, hp@k =
     mean |ring set| / L (every candidate is equally likely in the top k)."""
-    from orderlib.eval.hierarchy import ring_set
-
     n = len(candidates)
     cand = set(int(c) for c in candidates)
     out = {f"hit@{k}": 100.0 * min(k, n) / n * float(np.isin(true, candidates).mean()) for k in hit_ks}
@@ -287,9 +290,7 @@ def table1(results: dict, n_labels: int) -> pd.DataFrame:
 
 
 def fingerprint(spaces: LabelSpaces) -> str:
-    from orderlib.data.fashion_mnist import fingerprint as fm
-
-    return hashlib.sha256((fm() + spaces.graph.fingerprint).encode()).hexdigest()
+    return hashlib.sha256((fmnist_fingerprint() + spaces.graph.fingerprint).encode()).hexdigest()
 
 
 def source() -> str:
