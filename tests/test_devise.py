@@ -151,3 +151,28 @@ def test_definition_vectors_bring_synsets_with_related_glosses_together():
     vec = definition_vectors(wv, syns, Counter(w for s in corpus for w in s))
     assert vec.shape == (4, 16) and np.allclose(np.linalg.norm(vec[:3], axis=1), 1, atol=1e-5)
     assert vec[0] @ vec[1] > vec[0] @ vec[2] and vec[1] @ vec[0] > vec[1] @ vec[2]
+
+
+def test_lemma_vectors_from_a_word_vector_file(tmp_path):
+    from orderlib.encoders.skipgram import lemma_vectors
+
+    class Syn:
+        def __init__(self, lemmas, gloss):
+            self._l, self._g = lemmas, gloss
+
+        def lemma_names(self):
+            return self._l
+
+        def definition(self):
+            return self._g
+
+    path = tmp_path / "glove.txt"
+    path.write_text("gym_shoe 1 0 0\ngym 0 1 0\nshoe 0 0 1\nsandal 0 1 1\nfoot 3 4 0\n")
+    wv = load_word_vectors(path)
+    vec = lemma_vectors(wv, [Syn(["gym_shoe", "sneaker"], "x"), Syn(["tennis_shoe"], "x"),
+                             Syn(["Sandal"], "x"), Syn(["flip-flop"], "worn on the foot"), Syn(["zzz"], "qqq")])
+    assert np.allclose(vec[0], [1, 0, 0])  # the phrase itself
+    assert np.allclose(vec[1], [0, 0, 1])  # "tennis" unknown: the known part, "shoe"
+    assert np.allclose(vec[2], np.array([0, 1, 1]) / np.sqrt(2))  # lemma case folded
+    assert np.allclose(vec[3], [0.6, 0.8, 0])  # falls back to the gloss
+    assert np.allclose(vec[4], 0)  # nothing known

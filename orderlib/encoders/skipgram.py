@@ -103,6 +103,25 @@ def definition_vectors(wv: WordVectors, synsets, counts: Counter, a: float = 1e-
     return vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
 
 
+def lemma_vectors(wv: WordVectors, synsets) -> np.ndarray:
+    """(S, D) label vectors from pretrained word vectors, as DeViSE: the vector of each synset's
+    first term ("gym_shoe" if the file has the phrase, else the mean of "gym" and "shoe"), falling
+    back to its other lemmas, then to its gloss words; unit-normalised (zero if nothing is known)."""
+    rows = []
+    for s in synsets:
+        lemmas = [l.lower() for l in s.lemma_names()]
+        vec = None
+        for group in ([lemmas[0]], lemmas[0].split("_"), [w for l in lemmas[1:] for w in l.split("_")],
+                      tokenize_text(s.definition())):
+            known = [w for w in group if w in wv]
+            if known:
+                vec = np.mean([wv[w] for w in known], axis=0)
+                break
+        rows.append(np.zeros(wv.vectors.shape[1], np.float32) if vec is None else vec)
+    vec = np.stack(rows).astype(np.float32)
+    return vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
+
+
 def load_word_vectors(path: str | Path, limit: int | None = None) -> WordVectors:
     """Read a word2vec text file (first line "count dim") or a GloVe file (no header): one word and
     its numbers per line. Vectors are unit-normalised. Errors name the file and line."""

@@ -23,7 +23,8 @@ from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.data.hypernymy import make_splits
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, ItemCNN, to_input, train_item_cnn
-from orderlib.encoders.skipgram import SkipGramConfig, definition_vectors, train_skipgram, wordnet_corpus
+from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, lemma_vectors, load_word_vectors,
+                                        train_skipgram, wordnet_corpus)
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours, ring_set
 from orderlib.train_devise import DeViSEConfig, embed_images, rank_labels, train_devise
 from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
@@ -106,8 +107,9 @@ def _cached(path: Path, key: str, build):
 
 
 def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) -> LabelSpaces:
-    """Skip-gram label vectors from WordNet glosses, random unit vectors, and a WordNet
-    order-embedding of all nouns (each built once and cached in workdir)."""
+    """Skip-gram label vectors from WordNet glosses (or, with cfg["word_vectors"], from a word2vec /
+    GloVe text file), random unit vectors, and a WordNet order-embedding of all nouns (each built
+    once and cached in workdir)."""
     ensure_wordnet("3.0")
     graph = load_noun_graph("3.0")
     index = graph.index()
@@ -120,8 +122,19 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
         vec = definition_vectors(wv, [wn.synset(n) for n in graph.names], counts)
         return {"vectors": vec, "corpus_tokens": sum(map(len, corpus)), "vocabulary": len(wv.words)}
 
-    sg_key = f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|sif"
-    sg = _cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
+    def from_file():
+        wv = load_word_vectors(cfg["word_vectors"])
+        wn = open_wordnet("3.0")
+        vec = lemma_vectors(wv, [wn.synset(n) for n in graph.names])
+        return {"vectors": vec, "corpus_tokens": None, "vocabulary": len(wv.words), "file": str(cfg["word_vectors"])}
+
+    if cfg.get("word_vectors"):  # a user's pretrained word2vec / GloVe text file
+        path = Path(cfg["word_vectors"])
+        sg_key = f"{graph.fingerprint}|{path.resolve()}|{path.stat().st_size if path.exists() else 0}"
+        sg = _cached(Path(workdir) / "file_labels.pt", sg_key, from_file)
+    else:
+        sg_key = f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|sif"
+        sg = _cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
     rng = np.random.default_rng(cfg["seed"])
     rand = rng.standard_normal((len(graph.names), sg["vectors"].shape[1])).astype(np.float32)
     rand /= np.linalg.norm(rand, axis=1, keepdims=True)
@@ -134,7 +147,8 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
 
     order = _cached(Path(workdir) / "order_labels.pt", f"{graph.fingerprint}|{sorted(cfg['order'].items())}",
                     build_order)
-    notes = {"skip-gram corpus tokens": sg["corpus_tokens"], "skip-gram vocabulary": sg["vocabulary"],
+    notes = {"text vectors": sg.get("file", "skip-gram on WordNet 3.0 glosses and examples"),
+             "skip-gram corpus tokens": sg["corpus_tokens"], "vocabulary": sg["vocabulary"],
              "order-embedding WordNet test accuracy (%)": order["test_accuracy"]}
     classes = np.array([index[s] for s in SYNSETS])
     return LabelSpaces(graph, sg["vectors"], rand, order["vectors"], classes, notes)

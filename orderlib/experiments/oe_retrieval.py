@@ -140,6 +140,9 @@ def train_rows(data: dict[str, RetrievalData], cfg: dict, device, workdir: Path,
                progress: bool = True) -> TrainedRows:
     """Train (or load from finished checkpoints) every row in `rows` (default: the preset's)."""
     out = TrainedRows(data=data)
+    unknown = set(cfg["rows"] if rows is None else rows) - set(ROWS)
+    if unknown:
+        raise ValueError(f"unknown rows {sorted(unknown)}; known: {list(ROWS)}")
     for method in cfg["rows"] if rows is None else rows:
         crop = ROWS[method][1]
         if crop not in data:
