@@ -92,3 +92,5 @@ def test_table2_runner_on_a_precomp_fixture(tmp_path):
     assert (df.train_images == 200).all()
     again = X.train_rows(data, cfg, "cpu", tmp_path / "ckpt", progress=False)  # finished checkpoints load
     assert all(r.resumed for r in again.results.values())
+    with pytest.raises(ValueError, match="unknown rows"):
+        X.train_rows(data, cfg, "cpu", tmp_path / "ckpt", rows=["order-embedings"], progress=False)
