@@ -129,20 +129,23 @@ def test_train_devise_learns_and_leaves_the_given_cnn_alone(toy_items):
     assert all(torch.equal(before[k], v) for k, v in cnn.state_dict().items())  # fine-tuned a copy
 
 
+class Syn:
+    """The two things label-vector builders read from an NLTK synset."""
+
+    def __init__(self, lemmas, gloss):
+        self._l, self._g = lemmas, gloss
+
+    def lemma_names(self):
+        return self._l
+
+    def definition(self):
+        return self._g
+
+
 def test_definition_vectors_bring_synsets_with_related_glosses_together():
     from collections import Counter
 
     from orderlib.encoders.skipgram import definition_vectors
-
-    class Syn:
-        def __init__(self, lemmas, gloss):
-            self._l, self._g = lemmas, gloss
-
-        def lemma_names(self):
-            return self._l
-
-        def definition(self):
-            return self._g
 
     corpus = _toy_corpus()
     wv = train_skipgram(corpus, SkipGramConfig(dim=16, window=3, epochs=20, subsample=0, seed=0))
@@ -155,16 +158,6 @@ def test_definition_vectors_bring_synsets_with_related_glosses_together():
 
 def test_lemma_vectors_from_a_word_vector_file(tmp_path):
     from orderlib.encoders.skipgram import lemma_vectors
-
-    class Syn:
-        def __init__(self, lemmas, gloss):
-            self._l, self._g = lemmas, gloss
-
-        def lemma_names(self):
-            return self._l
-
-        def definition(self):
-            return self._g
 
     path = tmp_path / "glove.txt"
     path.write_text("gym_shoe 1 0 0\ngym 0 1 0\nshoe 0 0 1\nsandal 0 1 1\nfoot 3 4 0\n")
