@@ -1,8 +1,10 @@
 """Where data lives: one data-root setting for the whole project."""
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
+from typing import Iterable
 
 DATA_ENV = "ORDERLIB_DATA"
 _REPO = Path(__file__).resolve().parents[1]
@@ -25,3 +27,13 @@ def data_root() -> Path:
 def repo_root() -> Path:
     """Return the source checkout this package was imported from."""
     return _REPO
+
+
+def sha256_files(paths: Iterable[Path]) -> str:
+    """sha256 over the bytes of `paths`, in the order given, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()

@@ -8,7 +8,6 @@ layout torchvision's reader wants. Without apt, torchvision downloads them there
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orderlib.paths import DataError, data_root
+from orderlib.paths import DataError, data_root, sha256_files
 
 DEBIAN_PACKAGE = "dataset-fashion-mnist"
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -89,12 +88,7 @@ def ensure_fashion_mnist(root: Path | None = None) -> tuple[Path, str]:
 
 def fingerprint(root: Path | None = None) -> str:
     """sha256 over the four unpacked idx files."""
-    h = hashlib.sha256()
-    for name in RAW_FILES:
-        with open(raw_dir(root) / name, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
+    return sha256_files(raw_dir(root) / name for name in RAW_FILES)
 
 
 @dataclass

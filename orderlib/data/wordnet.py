@@ -6,7 +6,6 @@ as `<data_root>/nltk_data/corpora/<name>/` with real copies, since NLTK refuses 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from orderlib.paths import DataError, data_root
+from orderlib.paths import DataError, data_root, sha256_files
 
 VERSIONS = {"3.0": "wordnet", "3.1": "wordnet31"}
 DEBIAN_DIR = Path("/usr/share/wordnet")
@@ -148,12 +147,7 @@ def ensure_wordnet(version: str = "3.1", root: Path | None = None) -> Path:
 
 def fingerprint(path: Path) -> str:
     """Return the sha256 of `data.noun` + `index.noun`, the files the noun graph comes from."""
-    h = hashlib.sha256()
-    for name in ("data.noun", "index.noun"):
-        with open(Path(path) / name, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
+    return sha256_files(Path(path) / name for name in ("data.noun", "index.noun"))
 
 
 def open_wordnet(version: str = "3.1", root: Path | None = None):

@@ -22,6 +22,7 @@ from orderlib.data.fashion_mnist import ensure_fashion_mnist, fingerprint as fmn
 from orderlib.data.precomp import load_precomp
 from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, make_scenes
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
+from orderlib.paths import sha256_files
 from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
 from orderlib.train_retrieval import RetrievalConfig, RetrievalData, prepare, train_retrieval_model
 
@@ -197,17 +198,6 @@ def wide(df: pd.DataFrame, size: str = "1k") -> pd.DataFrame:
         [m for m in ROWS if m in set(sub.method)])
 
 
-def _files_fingerprint(folder: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(Path(folder).iterdir()):
-        if f.is_file():
-            h.update(f.name.encode())
-            with open(f, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-    return h.hexdigest()
-
-
 @dataclass
 class Experiment:
     """Everything a Table 2 / Section 4.6 / Figure 4 notebook needs."""
@@ -236,7 +226,8 @@ def run(cfg: dict, device, workdir: Path, data_dir: str | Path | None = None, ro
         data = {"10crop": precomp_retrieval_data(folder)}
         if (folder / "test_ims_1crop.npy").exists():
             data["1crop"] = precomp_retrieval_data(folder, "1crop")
-        source, fp = f"precomp features + captions from {folder}", _files_fingerprint(folder)
+        source = f"precomp features + captions from {folder}"
+        fp = sha256_files(sorted(f for f in folder.iterdir() if f.is_file()))
     else:
         raise ValueError(f"unknown data {cfg['data']!r}; expected 'scenes' or 'precomp'")
     trained = train_rows(data, cfg, device, workdir, rows, progress)
