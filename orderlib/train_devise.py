@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from orderlib.encoders.cnn import ItemCNN, _augment, item_features, to_input
 from orderlib.encoders.devise import DeViSE
 from orderlib.losses import hinge_rank
-from orderlib.training import fit
+from orderlib.training import fit, seeded_rng
 
 
 @dataclass
@@ -63,14 +63,14 @@ def train_devise(cnn: ItemCNN, images: np.ndarray, labels: np.ndarray, held_imag
     model.cnn.requires_grad_(False)
     feats = item_features(model.cnn, images).to(device)
     y = torch.as_tensor(labels, device=device)
-    g = torch.Generator().manual_seed(cfg.seed)
 
     def held_out() -> dict:
         ranked = rank_labels(model, embed_images(model, held_images), t, 1)[:, 0]
         return {"held_out_hit@1": 100.0 * float((ranked == held_labels).mean())}
 
     def stage1(epoch: int) -> float:
-        order = torch.randperm(len(y), generator=torch.Generator().manual_seed(cfg.seed * 1000 + epoch))
+        g = torch.Generator().manual_seed(cfg.seed * 1000 + epoch)  # per epoch: resume = uninterrupted
+        order = torch.randperm(len(y), generator=g)
         total, steps = 0.0, range(0, len(order), cfg.batch)
         for i in tqdm(steps, desc=f"devise epoch {epoch}", leave=False, disable=not progress):
             idx = order[i:i + cfg.batch].to(device)
@@ -86,14 +86,15 @@ def train_devise(cnn: ItemCNN, images: np.ndarray, labels: np.ndarray, held_imag
         gen = torch.Generator().manual_seed(cfg.seed * 1000 + 500 + epoch)
         order = torch.randperm(len(y), generator=gen)
         total, steps = 0.0, range(0, len(order), cfg.batch)
-        for i in tqdm(steps, desc=f"fine-tune epoch {epoch}", leave=False, disable=not progress):
-            idx = order[i:i + cfg.batch]
-            x = _augment(to_input(images[idx.numpy()]), 2, gen).to(device)
-            loss = hinge_rank(model.scores(model(x), t), y[idx.to(device)], cfg.margin, generator=g)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += loss.item()
+        with seeded_rng(cfg.seed * 1000 + 750 + epoch, device):  # the CNN's dropout follows the seed
+            for i in tqdm(steps, desc=f"fine-tune epoch {epoch}", leave=False, disable=not progress):
+                idx = order[i:i + cfg.batch]
+                x = _augment(to_input(images[idx.numpy()]), 2, gen).to(device)
+                loss = hinge_rank(model.scores(model(x), t), y[idx.to(device)], cfg.margin, generator=gen)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss.item()
         model.eval()
         return total / len(steps)
 

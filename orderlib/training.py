@@ -2,6 +2,7 @@
 kept, an atomic checkpoint after every epoch, and resume from it."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from dataclasses import dataclass, field
@@ -12,6 +13,17 @@ import torch
 from tqdm.auto import tqdm
 
 from orderlib.checkpoint import load_checkpoint, save_checkpoint
+
+
+@contextlib.contextmanager
+def seeded_rng(seed: int, device=None):
+    """Run the block with torch's global generator (and `device`'s, if CUDA) seeded to `seed`,
+    restoring the callers' generator state afterwards: dropout and other draws from the global
+    generator then follow the run's seed without seeding anything globally."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        yield
 
 
 @dataclass

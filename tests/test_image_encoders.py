@@ -62,3 +62,18 @@ def test_joint_model_penalty_matrices(penalty):
         assert torch.allclose(e[1, 2], torch.clamp(cap[2] - im[1], min=0).pow(2).sum())
     with pytest.raises(ValueError, match="unknown penalty"):
         JointEmbedding("dot", 20, 7)
+
+
+def test_cnn_training_repeats_whatever_the_global_generator(toy_items):
+    """Dropout draws come from the run's seed, not from torch's global generator (issue 10)."""
+    x, y = toy_items(300)
+    hx, hy = toy_items(60, seed=1)
+    cfg = CNNConfig(epochs=2, batch=64, width=4)
+    runs = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        model, hist = train_item_cnn(x, y, hx, hy, cfg, progress=False)
+        runs.append((model.state_dict(), hist))
+    (a, ha), (b, hb) = runs
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert [h["loss"] for h in ha] == [h["loss"] for h in hb]

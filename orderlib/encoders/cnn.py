@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from orderlib.training import fit
+from orderlib.training import fit, seeded_rng
 
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST train pixel statistics (of x / 255)
 
@@ -102,14 +102,15 @@ def train_item_cnn(images: np.ndarray, labels: np.ndarray, held_images: np.ndarr
         for group in opt.param_groups:
             group["lr"] = lr
         steps = range(0, len(order), cfg.batch)
-        for i in tqdm(steps, desc=f"cnn epoch {epoch}", leave=False, disable=not progress):
-            idx = order[i:i + cfg.batch]
-            xb = _augment(to_input(x[idx]), cfg.shift, g).to(device)
-            loss = F.cross_entropy(model(xb), y[idx].to(device))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += loss.item()
+        with seeded_rng(cfg.seed * 1000 + 500 + epoch, device):  # dropout draws follow the seed
+            for i in tqdm(steps, desc=f"cnn epoch {epoch}", leave=False, disable=not progress):
+                idx = order[i:i + cfg.batch]
+                xb = _augment(to_input(x[idx]), cfg.shift, g).to(device)
+                loss = F.cross_entropy(model(xb), y[idx].to(device))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss.item()
         return total / len(steps)
 
     def evaluate() -> dict:

@@ -10,6 +10,7 @@ Data (`data` in a preset):
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,9 +23,12 @@ from orderlib.data.fashion_mnist import ensure_fashion_mnist, fingerprint as fmn
 from orderlib.data.precomp import load_precomp
 from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, make_scenes
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
-from orderlib.paths import sha256_files
 from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
-from orderlib.train_retrieval import RetrievalConfig, RetrievalData, prepare, train_retrieval_model
+from orderlib.eval.retrieval import evaluate_retrieval, rank_metrics, retrieval_ranks
+from orderlib.paths import sha256_files
+from orderlib.penalties import order_violation
+from orderlib.train_retrieval import (CaptionedImages, RetrievalConfig, RetrievalData, embed, prepare,
+                                      train_retrieval_model)
 
 # Table 2 of Vendrov et al. (COCO, VGG-19 features): (method, metric) -> value. No R@5 is printed.
 _MEASURES = ("R@1", "R@10", "med r", "mean r")
@@ -135,6 +139,16 @@ def row_config(method: str, cfg: dict) -> RetrievalConfig:
 class TrainedRows:
     results: dict = field(default_factory=dict)  # method -> RetrievalResult
     data: dict = field(default_factory=dict)  # crop -> RetrievalData
+    _test: dict = field(default_factory=dict, repr=False)
+
+    def test_split(self, method: str) -> CaptionedImages:
+        return self.data[ROWS[method][1]].test
+
+    def test_embeddings(self, method: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(images, captions) of the test split embedded by `method`'s model, computed once."""
+        if method not in self._test:
+            self._test[method] = embed(self.results[method].model, self.test_split(method))
+        return self._test[method]
 
 
 def train_rows(data: dict[str, RetrievalData], cfg: dict, device, workdir: Path, rows=None,
@@ -175,14 +189,10 @@ def long_metrics(size: str, m: dict) -> dict[str, float]:
 
 def test_table(trained: TrainedRows, cfg: dict) -> pd.DataFrame:
     """Long-format Table 2 on the test split: method, metric, paper, ours, train images, best epoch, seconds."""
-    from orderlib.eval.retrieval import evaluate_retrieval
-    from orderlib.train_retrieval import embed
-
     rows = []
     for method, r in trained.results.items():
-        split = trained.data[ROWS[method][1]].test
-        ims, caps = embed(r.model, split)  # once per model, for every test size
-        for size, folds in test_sizes(len(split)).items():
+        ims, caps = trained.test_embeddings(method)
+        for size, folds in test_sizes(len(ims)).items():
             m = evaluate_retrieval(ims, caps, r.model.penalty_matrix, 5, folds)
             for metric, v in long_metrics(size, m).items():
                 rows.append(dict(method=method, metric=metric, paper=PAPER_TABLE2.get((method, metric)), ours=v,
@@ -238,14 +248,11 @@ def run(cfg: dict, device, workdir: Path, data_dir: str | Path | None = None, ro
 def per_level(trained: TrainedRows, levels=None, methods=None) -> pd.DataFrame:
     """Image retrieval on the test split broken down by caption position within its image (on
     Fashion-MNIST Scenes, the level of detail: 0 gist ... 4 layout), over all test images."""
-    from orderlib.eval.retrieval import rank_metrics, retrieval_ranks
-    from orderlib.train_retrieval import embed
-
     rows = []
     for method in methods or trained.results:
         r = trained.results[method]
-        split = trained.data[ROWS[method][1]].test
-        ims, caps = embed(r.model, split)
+        split = trained.test_split(method)
+        ims, caps = trained.test_embeddings(method)
         _, t2i = retrieval_ranks(ims, caps, r.model.penalty_matrix)
         for j in range(5):
             m = rank_metrics(t2i[j::5])
@@ -261,15 +268,12 @@ def asymmetry(trained: TrainedRows, methods=None) -> pd.DataFrame:
     (E(x, y) + E(y, x) = ||x - y||^2): 0 = the pair is perfectly ordered the trained way round,
     0.5 = no preferred direction. Also the mean norm of the caption side minus the image side
     after |.| (captions above images means smaller coordinates)."""
-    from orderlib.penalties import order_violation
-    from orderlib.train_retrieval import embed
-
     rows = []
     for method in methods or trained.results:
         r = trained.results[method]
         if r.model.penalty == "cosine":
             continue
-        ims, caps = embed(r.model, trained.data[ROWS[method][1]].test)
+        ims, caps = trained.test_embeddings(method)
         im = ims.repeat_interleave(5, 0)
         e = order_violation(im, caps) if r.model.penalty == "order" else order_violation(caps, im)
         d = (im - caps).pow(2).sum(1).clamp_min(1e-12)
@@ -286,8 +290,6 @@ def caption_duplicates(scenes: Scenes, levels=None, fold: int = 1000) -> pd.Data
     images sharing its text finds the right one first with probability 1 / (images sharing it).
     A shared caption also makes true matches in-batch "negatives": harmless to a sum of hinges over
     127 negatives, fatal to a loss that follows the single hardest one (VSE++'s max of hinges)."""
-    from collections import Counter
-
     caps = np.array(scenes.captions, dtype=object).reshape(-1, 5)
     rows = []
     for j in range(5):
