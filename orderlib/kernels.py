@@ -101,6 +101,13 @@ def supports(x: torch.Tensor, y: torch.Tensor) -> bool:
             and y.dtype == x.dtype)
 
 
+def no_second_order() -> None:
+    """Refuse create_graph=True: the fused backward is not itself differentiable."""
+    if torch.is_grad_enabled():
+        raise RuntimeError("second-order gradients (create_graph=True) are not available through the fused "
+                           "order-violation kernel; call order_violation_matrix(..., backend='reference')")
+
+
 class FusedOrderViolation(torch.autograd.Function):
     """E[i, j] = ||max(0, y_j - x_i)||^2 (Eq. 2 of Vendrov et al.) over all pairs, fused."""
 
@@ -110,8 +117,8 @@ class FusedOrderViolation(torch.autograd.Function):
         return cpu_kernel().forward(x, y)  # (N, M)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad: torch.Tensor):
+        no_second_order()
         x, y = ctx.saved_tensors
         gx, gy = cpu_kernel().backward(grad, x, y)  # (N, D), (M, D)
         return (gx if ctx.needs_input_grad[0] else None), (gy if ctx.needs_input_grad[1] else None)

@@ -16,6 +16,8 @@ import os
 
 import torch
 
+from orderlib.kernels import no_second_order
+
 try:
     import triton
     import triton.language as tl
@@ -36,7 +38,8 @@ if triton is not None:
         for k in range(0, d):
             xk = tl.load(x_ptr + rn * sxn + k * sxd, mask=rn < n, other=0.0).to(tl.float32)  # (BN,)
             yk = tl.load(y_ptr + rm * syn + k * syd, mask=rm < m, other=0.0).to(tl.float32)  # (BM,)
-            t = tl.maximum(yk[None, :] - xk[:, None], 0.0)  # (BN, BM)
+            v = yk[None, :] - xk[:, None]  # (BN, BM)
+            t = tl.where(v < 0.0, 0.0, v)  # max(v, 0) keeping NaN, as torch.clamp does
             acc += t * t
         mask = (rn[:, None] < n) & (rm[None, :] < m)
         tl.store(e_ptr + rn[:, None] * sen + rm[None, :] * sem, acc, mask=mask)
@@ -53,9 +56,10 @@ if triton is not None:
             w = tl.load(w_ptr + ra * swa + b * swb, mask=ra < na, other=0.0).to(tl.float32)  # (BA,)
             p = tl.load(p_ptr + b * spb + rk * spk, mask=rk < d, other=0.0).to(tl.float32)  # (BK,)
             if FLIP:
-                t = tl.maximum(q - p[None, :], 0.0)
+                v = q - p[None, :]
             else:
-                t = tl.maximum(p[None, :] - q, 0.0)
+                v = p[None, :] - q
+            t = tl.where(v > 0.0, v, 0.0)  # NaN -> 0, as clamp's backward mask (v >= 0)
             acc += w[:, None] * t
         tl.store(out_ptr + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
 
@@ -122,8 +126,8 @@ class TritonOrderViolation(torch.autograd.Function):
         return forward(x, y)
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad: torch.Tensor):
+        no_second_order()
         x, y = ctx.saved_tensors
         gx, gy = backward(grad, x, y)
         return (gx if ctx.needs_input_grad[0] else None), (gy if ctx.needs_input_grad[1] else None)

@@ -93,10 +93,11 @@ def embed(model: JointEmbedding, split: CaptionedImages, batch: int = 1024) -> t
     return ims, caps
 
 
-def evaluate(model: JointEmbedding, split: CaptionedImages, folds: int = 1) -> dict:
-    """Retrieval metrics (see orderlib.eval.retrieval.evaluate_retrieval) of `model` on `split`."""
+def evaluate(model: JointEmbedding, split: CaptionedImages, folds: int = 1, name: str = "") -> dict:
+    """Retrieval metrics (see orderlib.eval.retrieval.evaluate_retrieval) of `model` on `split`;
+    `name` (model and split) is what an error about NaN embeddings names."""
     ims, caps = embed(model, split)
-    return evaluate_retrieval(ims, caps, model.penalty_matrix, CAPTIONS_PER_IMAGE, folds)
+    return evaluate_retrieval(ims, caps, model.penalty_matrix, CAPTIONS_PER_IMAGE, folds, name=name)
 
 
 def dev_score(metrics: dict) -> float:
@@ -144,6 +145,7 @@ class RetrievalResult:
     dev_score: float
     seconds: float
     resumed: bool
+    trained_at: str | None = None  # git commit that trained it (None: a checkpoint from before this was recorded)
 
 
 def train_retrieval_model(data: RetrievalData, cfg: RetrievalConfig, device="cpu",
@@ -152,13 +154,15 @@ def train_retrieval_model(data: RetrievalData, cfg: RetrievalConfig, device="cpu
     model = build_model(cfg, len(data.vocab), data.feature_dim, torch.device(device))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
 
+    label = desc or f"{cfg.penalty}/{cfg.loss}"
+
     def held_out() -> dict:
-        m = evaluate(model, data.dev)
+        m = evaluate(model, data.dev, name=f"{label}, dev split")
         return {"dev_score": dev_score(m), "dev_rsum": m["rsum"]}
 
     fitted = fit(model, opt, {**asdict(cfg), "vocab": len(data.vocab), "feature_dim": data.feature_dim},
                  lambda epoch: train_epoch(model, opt, data, cfg, epoch, progress), held_out, "dev_score",
-                 cfg.epochs, cfg.patience, checkpoint, progress, desc or f"{cfg.penalty}/{cfg.loss}")
+                 cfg.epochs, cfg.patience, checkpoint, progress, label)
     model.eval()
     return RetrievalResult(model, fitted.history, fitted.best_epoch, fitted.best_score, fitted.seconds,
-                           fitted.resumed)
+                           fitted.resumed, fitted.trained_at)

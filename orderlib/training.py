@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ import torch
 from tqdm.auto import tqdm
 
 from orderlib.checkpoint import load_checkpoint, save_checkpoint
+from orderlib.reports import git_commit
 
 
 @contextlib.contextmanager
@@ -26,6 +28,17 @@ def seeded_rng(seed: int, device=None):
         yield
 
 
+class TrainingDiverged(RuntimeError):
+    """The training loss or the held-out score became NaN or infinite."""
+
+
+def _check_finite(desc: str, epoch: int, what: str, value, checkpoint: Path | None) -> None:
+    if isinstance(value, (int, float)) and not math.isfinite(value):
+        kept = f" The checkpoint {checkpoint} still holds the last finite epoch." if checkpoint else ""
+        raise TrainingDiverged(f"{desc or 'training'}: {what} became {value} in epoch {epoch}; the run has "
+                               f"diverged (lower the learning rate or the gradient clip, or check the inputs).{kept}")
+
+
 @dataclass
 class FitResult:
     history: list[dict] = field(default_factory=list)  # per epoch: loss, held-out metrics, seconds
@@ -33,6 +46,7 @@ class FitResult:
     best_score: float = float("-inf")
     seconds: float = 0.0  # training + held-out evaluation time, summed over epochs (resumes included)
     resumed: bool = False
+    trained_at: str | None = None  # git commit of the code that trained the first epoch (None: unknown)
 
 
 def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], float],
@@ -40,6 +54,7 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
         checkpoint: Path | None = None, progress: bool = True, desc: str = "") -> FitResult:
     """Run `train_epoch(epoch)` then `evaluate()` for up to `epochs` epochs; stop once `patience`
     epochs pass without a higher `evaluate()[score]`; leave the best epoch's weights in `model`.
+    A NaN or infinite loss or score stops the run with TrainingDiverged (nothing of that epoch saved).
 
     With `checkpoint`, state is saved after every epoch and a run with the same `cfg` resumes
     from it (a finished run returns at once); a checkpoint of another cfg is ignored.
@@ -48,18 +63,22 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
     if state is not None and state["cfg"] != cfg:
         state = None  # a different run: start over
     start, history, best, best_state, done, seconds = 0, [], (float("-inf"), -1), None, False, 0.0
+    trained_at = git_commit()
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start, history, best = state["epoch"] + 1, state["history"], tuple(state["best"])
         best_state, done, seconds = state["best_state"], state["done"], state["seconds"]
+        trained_at = state.get("trained_at")
     bar = tqdm(range(start, epochs), desc=desc, disable=not progress or done)
     for epoch in bar:
         if done:
             break
         t0 = time.perf_counter()
         loss = train_epoch(epoch)
+        _check_finite(desc, epoch, "the training loss", loss, checkpoint)
         ev = evaluate()
+        _check_finite(desc, epoch, f"the held-out {score}", ev[score], checkpoint)
         seconds += time.perf_counter() - t0
         history.append({"epoch": epoch, "loss": loss, **ev, "seconds": seconds})
         bar.set_postfix(loss=f"{loss:.4f}", **{score: f"{ev[score]:.2f}"})
@@ -69,7 +88,8 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
         if checkpoint:
             save_checkpoint(checkpoint, {"cfg": cfg, "model": model.state_dict(), "opt": opt.state_dict(),
                                          "epoch": epoch, "history": history, "best": list(best),
-                                         "best_state": best_state, "done": done, "seconds": seconds})
+                                         "best_state": best_state, "done": done, "seconds": seconds,
+                                         "trained_at": trained_at})
     if best_state is not None:
         model.load_state_dict(best_state)
-    return FitResult(history, best[1], best[0], seconds, state is not None)
+    return FitResult(history, best[1], best[0], seconds, state is not None, trained_at)

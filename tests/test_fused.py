@@ -75,6 +75,47 @@ def test_fused_float32_gradients(kernel):
     assert torch.allclose(yf.grad, yr.grad, rtol=1e-4, atol=1e-4)
 
 
+def _with_nans(x, y):
+    x, y = x.clone(), y.clone()
+    x[1, 2] = y[3, 0] = float("nan")  # row 1 of E and column 3 of E are NaN (where the violation sees them)
+    if y.shape[1] > 20:
+        y[0, 21] = float("nan")  # a lane past the first vector
+    return x, y
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n,m,d", [(5, 25, 7), (9, 50, 130)])
+def test_fused_forward_keeps_nan_as_the_reference(kernel, n, m, d, dtype):
+    """NaN in, NaN out (torch.clamp's rule): a diverged embedding never scores a perfect 0 (issue 16)."""
+    x, y = _with_nans(*_pair(n, m, d, dtype, seed=7))
+    got = P.order_violation_matrix(x, y, backend="fused")
+    ref = P.order_violation_matrix_reference(x, y)
+    assert got.isnan().any() and torch.equal(got.isnan(), ref.isnan())
+    assert torch.allclose(got, ref, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def test_fused_gradients_with_nan_inputs_match_the_reference(kernel):
+    x, y = _with_nans(*_pair(9, 50, 30, torch.float64, seed=8))
+    g = torch.randn(9, 50, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    xr, yr = x.clone().requires_grad_(), y.clone().requires_grad_()
+    xf, yf = x.clone().requires_grad_(), y.clone().requires_grad_()
+    ref = torch.autograd.grad(P.order_violation_matrix_reference(xr, yr), (xr, yr), g)
+    got = torch.autograd.grad(P.order_violation_matrix(xf, yf, backend="fused"), (xf, yf), g)
+    for a, b in zip(got, ref):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_second_order_gradients_are_refused_not_silently_wrong(kernel):
+    x, y = _pair(4, 6, 3, torch.float64, seed=10)
+    x.requires_grad_()
+    e = P.order_violation_matrix(x, y, backend="fused")
+    with pytest.raises(RuntimeError, match="second-order gradients"):
+        torch.autograd.grad(e.sum(), x, create_graph=True)
+    xr = x.detach().clone().requires_grad_()  # the reference path supports them
+    (gx,) = torch.autograd.grad(P.order_violation_matrix_reference(xr, y).sum(), xr, create_graph=True)
+    assert gx.requires_grad
+
+
 def test_fused_result_independent_of_threads_and_layout(kernel):
     x, y = _pair(53, 301, 40, torch.float32, seed=5)
     before = torch.get_num_threads()
@@ -155,6 +196,18 @@ for n, m, d in [(1, 1, 1), (70, 65, 130), (33, 129, 7), (5, 0, 3), (0, 4, 2), (3
         a = torch.zeros_like(t) if a is None else a
         b = torch.zeros_like(t) if b is None else b
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-4), (n, m, d)
+x = torch.randn(70, 40)
+y = torch.randn(65, 40)
+x[1, 2] = y[3, 30] = float("nan")
+e, r = P.order_violation_matrix(x, y, backend="fused"), P.order_violation_matrix_reference(x, y)
+assert torch.equal(e.isnan(), r.isnan()) and e.isnan().any(), "NaN must propagate"
+xg, yg = x.clone().requires_grad_(), y.clone().requires_grad_()
+xr, yr = x.clone().requires_grad_(), y.clone().requires_grad_()
+w = torch.randn(70, 65)
+got = torch.autograd.grad(P.order_violation_matrix(xg, yg, backend="fused"), (xg, yg), w)
+ref = torch.autograd.grad(P.order_violation_matrix_reference(xr, yr), (xr, yr), w)
+for a, b in zip(got, ref):
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-4, equal_nan=True)
 print("triton ok")
 """
 

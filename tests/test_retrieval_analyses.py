@@ -33,15 +33,16 @@ def test_ranks_of_images_and_of_the_longer_caption():
     ranks = oe_detail.image_ranks(model, ims, caps, [0, 5, 9])
     # caption 0: E(im0)=0 < E(im1) -> 1; caption 5 (image 1): E(im0)=0 < E(im1) -> 2;
     # caption 9 = origin: E = 0 for both images, a tie counted against the model -> 2
-    assert ranks.tolist() == [1, 2, 2]
+    assert ranks.ranks("pessimistic").tolist() == [1, 2, 2]
+    assert ranks.ranks("expected").tolist() == [1, 2, 1.5] and ranks.ranks("optimistic").tolist() == [1, 2, 1]
     # shorter caption 4 (origin, the most general) as query: every caption is below it (E = 0), so
     # the longer caption 0 ties with all 8 other candidates; the query itself is excluded
     r = oe_detail.caption_ranks(model, caps, np.array([[4, 0]]))
-    assert r.tolist() == [9]
+    assert r.ranks("pessimistic").tolist() == [9] and r.ranks("expected").tolist() == [5.0]
     # query 3 = (.1, .1): E = 0 for the longer caption 0 and for captions 1, 2, 5, 8 (all >= the
     # query), E > 0 for 4, 6, 7, 9 -> rank 1 + 4
     r = oe_detail.caption_ranks(model, caps, np.array([[3, 0]]))
-    assert r.tolist() == [5]
+    assert r.ranks("pessimistic").tolist() == [5] and r.ranks("optimistic").tolist() == [1]
 
 
 def test_max_composes_and_min_abstracts_for_order_models_sum_for_cosine():

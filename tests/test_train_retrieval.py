@@ -94,3 +94,28 @@ def test_table2_runner_on_a_precomp_fixture(tmp_path):
     assert all(r.resumed for r in again.results.values())
     with pytest.raises(ValueError, match="unknown rows"):
         X.train_rows(data, cfg, "cpu", tmp_path / "ckpt", rows=["order-embedings"], progress=False)
+
+
+def test_a_diverged_run_stops_with_a_clear_message(toy, tmp_path):
+    """NaN features make NaN embeddings and a NaN loss: the trainer stops and names the model
+    instead of reporting a table (issue 16)."""
+    import dataclasses
+
+    from orderlib.training import TrainingDiverged
+
+    bad = dataclasses.replace(toy, train=dataclasses.replace(toy.train, features=toy.train.features.clone()))
+    bad.train.features[3, 0] = float("nan")
+    cfg = RetrievalConfig(word_dim=4, dim=4, batch=64, epochs=2, patience=2)
+    with pytest.raises(TrainingDiverged, match=r"order-embeddings \(toy\): the training loss became nan in epoch 0"):
+        train_retrieval_model(bad, cfg, checkpoint=tmp_path / "m.pt", progress=False, desc="order-embeddings (toy)")
+    assert not (tmp_path / "m.pt").exists()  # nothing of the diverged epoch is kept
+
+
+def test_fit_stops_when_the_held_out_score_turns_nan():
+    from orderlib.training import TrainingDiverged, fit
+
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scores = iter([1.0, float("nan")])
+    with pytest.raises(TrainingDiverged, match=r"toy: the held-out acc became nan in epoch 1"):
+        fit(model, opt, {}, lambda e: 0.5, lambda: {"acc": next(scores)}, "acc", 5, 5, progress=False, desc="toy")

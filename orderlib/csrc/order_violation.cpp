@@ -51,11 +51,24 @@ inline typename Vec<T>::type relu(typename Vec<T>::type v) {
   const typename Vec<T>::type zero = splat<T>(T(0));
   return v > zero ? v : zero;  // compare + blend where no max instruction is known
 }
+// The forward keeps NaN as torch.clamp(v, min=0) does (NaN in, NaN out), so a diverged embedding
+// never scores a perfect 0; the gradients use relu above, which maps NaN to 0 as clamp's backward
+// mask (v >= 0) does.
+template <typename T>
+inline typename Vec<T>::type relu_keep_nan(typename Vec<T>::type v) {
+  const typename Vec<T>::type zero = splat<T>(T(0));
+  return v < zero ? zero : v;  // NaN < 0 is false: NaN passes through
+}
 #if defined(__AVX__) && !defined(OV_BLEND)  // one vmaxps / vmaxpd instead of compare + blend
+// vmaxps returns its second operand when either is NaN: (v, 0) drops NaN, (0, v) keeps it.
 template <>
 inline Vec<float>::type relu<float>(Vec<float>::type v) { return _mm256_max_ps(v, _mm256_setzero_ps()); }
 template <>
 inline Vec<double>::type relu<double>(Vec<double>::type v) { return _mm256_max_pd(v, _mm256_setzero_pd()); }
+template <>
+inline Vec<float>::type relu_keep_nan<float>(Vec<float>::type v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
+template <>
+inline Vec<double>::type relu_keep_nan<double>(Vec<double>::type v) { return _mm256_max_pd(_mm256_setzero_pd(), v); }
 #endif
 
 #ifndef OV_ROWS
@@ -98,7 +111,7 @@ inline void tile(const T* xp, const T* yp, int64_t d, T* out, int64_t ld, int ro
     for (int r = 0; r < kRows; ++r) {
       const V x = splat<T>(xp[k * kRows + r]);
       for (int v = 0; v < kVecs; ++v) {
-        const V t = relu<T>(y[v] - x);
+        const V t = relu_keep_nan<T>(y[v] - x);
         acc[r][v] += t * t;
       }
     }

@@ -1,12 +1,26 @@
 """Image-caption retrieval: ranks, Recall@K, median/mean rank (Section 4 of Vendrov et al.).
 
-Ranks are counted block by block of queries: each block's penalty rows are computed, the
-candidates that score at least as well as the best ground truth are counted, and the block is
-dropped, so the full (images x captions) matrix never exists. Ties count against the model.
-Caption k belongs to image k // captions_per_image (the `*_precomp` layout).
+Ranks are counted block by block of queries: each block's penalty rows are computed, reduced to
+four counts per query (`TargetRanks`) and dropped, so the full (images x captions) matrix never
+exists. Caption k belongs to image k // captions_per_image (the `*_precomp` layout).
+
+Ties. Where candidates score exactly the same (repeated caption texts embed identically), the
+rank of the ground truth is not defined by the scores alone. Every metric can be read under
+four rules (`TIES`):
+- "expected" (the primary one, `PRIMARY_TIES`): the exact expectation under uniformly random
+  tie-breaking; R@K and mean rank are expectations, the median is that of the expected rank
+  distribution;
+- "pessimistic" / "optimistic": every tie counted against / for the model, the two exact bounds;
+- "index": ties broken by candidate index, lowest first: what the authors' `evaluation.py`
+  (`numpy.argsort` of the errors) returns when its sort is stable. VSE++'s code reverses a sort
+  of similarities (highest index first), and numpy's default sort is not stable, so the field's
+  code has no fixed tie rule.
+Without ties all four agree. NaN penalties rank last (a diverged model scores no better than
+chance); `evaluate_retrieval` refuses non-finite embeddings outright.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -22,34 +36,117 @@ PENALTY_MATRICES: dict[str, PenaltyMatrix] = {
     "cosine": cosine_distance_matrix,
 }
 
+TIES = ("expected", "pessimistic", "optimistic", "index")
+PRIMARY_TIES = "expected"
+
+
+class NonFiniteEmbeddings(ValueError):
+    """Embeddings hold NaN or inf: the model has diverged; its retrieval metrics would mean nothing."""
+
+
+def _check_ties(ties: str) -> None:
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class TargetRanks:
+    """Per query, the counts that fix the rank of its best ground truth under any tie rule.
+
+    ahead: non-targets scoring strictly better than the best target; tied: non-targets tied with
+    it; tied_before: of those, the ones listed before the first best target (for "index");
+    targets_tied: targets at the best score (>= 1). All (Q,) int64.
+    """
+
+    ahead: torch.Tensor
+    tied: torch.Tensor
+    tied_before: torch.Tensor
+    targets_tied: torch.Tensor
+
+    @classmethod
+    def exact(cls, ranks: torch.Tensor) -> "TargetRanks":
+        """Counts for ranks known without ties (1-based)."""
+        ranks = torch.as_tensor(ranks, dtype=torch.long)
+        zero = torch.zeros_like(ranks)
+        return cls(ranks - 1, zero, zero, torch.ones_like(ranks))
+
+    @classmethod
+    def cat(cls, parts: list["TargetRanks"]) -> "TargetRanks":
+        if not parts:
+            return cls.exact(torch.zeros(0, dtype=torch.long))
+        return cls(*(torch.cat([getattr(p, f) for p in parts]) for f in
+                     ("ahead", "tied", "tied_before", "targets_tied")))
+
+    def __len__(self) -> int:
+        return self.ahead.shape[0]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TargetRanks) and all(
+            torch.equal(getattr(self, f), getattr(other, f)) for f in ("ahead", "tied", "tied_before", "targets_tied"))
+
+    def __getitem__(self, idx) -> "TargetRanks":
+        return TargetRanks(self.ahead[idx], self.tied[idx], self.tied_before[idx], self.targets_tied[idx])
+
+    def ranks(self, ties: str = "pessimistic") -> torch.Tensor:
+        """1-based ranks (Q,) under a deterministic rule; "expected" gives expected ranks (float)."""
+        _check_ties(ties)
+        if ties == "expected":  # first of t targets among t + u shuffled: mean position (t+u+1)/(t+1)
+            t, u = self.targets_tied.double(), self.tied.double()
+            return self.ahead.double() + (t + u + 1) / (t + 1)
+        extra = {"pessimistic": self.tied, "optimistic": torch.zeros_like(self.tied),
+                 "index": self.tied_before}[ties]
+        return 1 + self.ahead + extra
+
+    def prob_within(self, k: int, ties: str = PRIMARY_TIES) -> torch.Tensor:
+        """P(rank <= k) per query (Q,), float64; 0/1 under the deterministic rules."""
+        _check_ties(ties)
+        if ties != "expected":
+            return (self.ranks(ties) <= k).double()
+        t, u = self.targets_tied.double(), self.tied.double()
+        m = (k - self.ahead).double()  # slots of the tied group inside the top k
+        # P(the first m of the shuffled group are all non-targets) = C(u, m) / C(t + u, m)
+        ms = m.clamp(0).minimum(u)
+        log_miss = (torch.lgamma(u + 1) - torch.lgamma(u - ms + 1)
+                    - torch.lgamma(t + u + 1) + torch.lgamma(t + u - ms + 1))
+        p = 1.0 - log_miss.exp()
+        return torch.where(m <= 0, torch.zeros_like(p), torch.where(m > u, torch.ones_like(p), p))
+
 
 def ranks_of_targets(penalty: Callable[[torch.Tensor], torch.Tensor], n_queries: int,
-                     n_candidates: int, targets: torch.Tensor, block: int | None = None) -> torch.Tensor:
-    """Return the 1-based rank of each query's best ground-truth candidate, pessimistic in ties.
+                     n_candidates: int, targets: torch.Tensor, block: int | None = None) -> TargetRanks:
+    """Return the counts that rank each query's best ground-truth candidate (see TargetRanks).
 
     penalty(rows) gives the (len(rows), n_candidates) penalties of those query rows; targets is
-    (n_queries, T), the ground-truth candidates of each query. rank = 1 + #{non-target
-    candidates whose penalty is <= the best target's}.
+    (n_queries, T), the distinct ground-truth candidates of each query. NaN penalties rank last.
     """
     if targets.shape[0] != n_queries:
         raise ValueError(f"targets has {targets.shape[0]} rows for {n_queries} queries")
-    block = block or max(1, chunk_bytes() // max(1, 8 * n_candidates))
-    ranks = []
+    block = block or max(1, chunk_bytes() // max(1, 16 * n_candidates))  # ~16 bytes per entry
+    parts = []
     for start in range(0, n_queries, block):
         rows = torch.arange(start, min(start + block, n_queries))
         with torch.no_grad():
             p = penalty(rows)  # (b, n_candidates)
+        p = torch.where(p.isnan(), torch.full_like(p, float("inf")), p)  # NaN: worst possible
         tgt = targets[rows].to(p.device)  # (b, T)
         gt = p.gather(1, tgt)  # (b, T)
         best = gt.min(1, keepdim=True).values  # (b, 1)
-        ahead = (p <= best).sum(1) - (gt <= best).sum(1)  # non-targets at least as good
-        ranks.append(1 + ahead.cpu())
-        del p
-    return torch.cat(ranks) if ranks else torch.zeros(0, dtype=torch.long)
+        at_best = gt == best  # (b, T)
+        first = torch.where(at_best, tgt, torch.full_like(tgt, n_candidates)).min(1, keepdim=True).values
+        tie = p == best  # (b, n_candidates)
+        col = torch.arange(n_candidates, device=p.device)
+        n_at_best = at_best.sum(1)
+        parts.append(TargetRanks(
+            ahead=(p < best).sum(1).cpu(),
+            tied=(tie.sum(1) - n_at_best).cpu(),
+            tied_before=(tie & (col < first)).sum(1).cpu(),  # no target at best lies before `first`
+            targets_tied=n_at_best.cpu()))
+        del p, tie
+    return TargetRanks.cat(parts)
 
 
 def retrieval_ranks(images: torch.Tensor, captions: torch.Tensor, penalty: str | PenaltyMatrix = "order",
-                    captions_per_image: int = 5, block: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                    captions_per_image: int = 5, block: int | None = None) -> tuple[TargetRanks, TargetRanks]:
     """Return (caption-retrieval ranks (N,), image-retrieval ranks (5N,)) for images (N, D) and
     captions (5N, D): an image query finds any of its captions; a caption query its image."""
     fn = PENALTY_MATRICES[penalty] if isinstance(penalty, str) else penalty
@@ -63,33 +160,105 @@ def retrieval_ranks(images: torch.Tensor, captions: torch.Tensor, penalty: str |
     return i2t, t2i
 
 
-def rank_metrics(ranks: torch.Tensor, ks: tuple[int, ...] = (1, 5, 10)) -> dict[str, float]:
-    """Return R@K (%) for each K, median and mean rank (1-based) of a rank vector.
+def _order_statistic(ranks: TargetRanks, j: int, ties: str) -> int:
+    """The j-th smallest rank (0-based) of the expected rank distribution: min{r: F(r) > j}, with
+    F(r) = sum over queries of P(rank <= r). Without ties this is sorted(ranks)[j]."""
+    lo, hi = 1, int((ranks.ahead + ranks.tied).max()) + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if float(ranks.prob_within(mid, ties).sum()) > j + 1e-9:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
-    The median is floored, as the order-embedding and VSE++ evaluation code reports it."""
-    r = ranks.double()
-    out = {f"R@{k}": 100.0 * (r <= k).double().mean().item() for k in ks}
-    out["median rank"] = float(r.quantile(0.5).floor().item())
-    out["mean rank"] = r.mean().item()
+
+def rank_metrics(ranks: TargetRanks | torch.Tensor, ks: tuple[int, ...] = (1, 5, 10),
+                 ties: str = PRIMARY_TIES) -> dict[str, float]:
+    """Return R@K (%) for each K, median and mean rank (1-based) under the tie rule `ties`.
+
+    A plain tensor is taken as exact ranks. The median is the linearly interpolated middle of
+    the rank distribution, floored, as the order-embedding and VSE++ evaluation code reports it
+    (numpy.floor(numpy.median(ranks)))."""
+    _check_ties(ties)
+    if not isinstance(ranks, TargetRanks):
+        ranks = TargetRanks.exact(ranks)
+    n = len(ranks)
+    if n == 0:
+        raise ValueError("no queries to rank")
+    out = {f"R@{k}": 100.0 * ranks.prob_within(k, ties).mean().item() for k in ks}
+    h = (n - 1) * 0.5
+    a = _order_statistic(ranks, int(h), ties)
+    b = a if h == int(h) else _order_statistic(ranks, int(h) + 1, ties)
+    out["median rank"] = float(int(a + (h - int(h)) * (b - a)))
+    out["mean rank"] = ranks.ranks(ties).double().mean().item()
     return out
 
 
+def check_finite(name: str, **tensors: torch.Tensor) -> None:
+    """Raise NonFiniteEmbeddings naming `name` and the tensors holding NaN or inf."""
+    bad = {k: int((~torch.isfinite(v)).any(-1).sum()) for k, v in tensors.items()}
+    bad = {k: c for k, c in bad.items() if c}
+    if bad:
+        what = ", ".join(f"{c} of {tensors[k].shape[0]} {k}" for k, c in bad.items())
+        raise NonFiniteEmbeddings(f"{name or 'retrieval'}: {what} hold NaN or inf; the model has "
+                                  "diverged (lower the learning rate or the gradient clip, or check the inputs)")
+
+
 def evaluate_retrieval(images: torch.Tensor, captions: torch.Tensor, penalty: str | PenaltyMatrix = "order",
-                       captions_per_image: int = 5, folds: int = 1, block: int | None = None) -> dict:
+                       captions_per_image: int = 5, folds: int = 1, block: int | None = None,
+                       ties: str | tuple[str, ...] = PRIMARY_TIES, name: str = "") -> dict:
     """Return {"caption retrieval": metrics, "image retrieval": metrics, "rsum": float}, averaged
-    over `folds` equal splits of the images (folds=5 on the 5k test gives the "1k" numbers)."""
+    over `folds` equal splits of the images (folds=5 on the 5k test gives the "1k" numbers).
+
+    With a tuple of tie rules, return {rule: that dict}; the ranks are counted once. Non-finite
+    embeddings raise NonFiniteEmbeddings naming `name` (e.g. "order-embeddings, dev split")."""
+    rules = (ties,) if isinstance(ties, str) else tuple(ties)
+    for r in rules:
+        _check_ties(r)
+    check_finite(name, images=images, captions=captions)
     n, k = images.shape[0], captions_per_image
     if folds < 1 or n % folds:
         raise ValueError(f"{n} images do not split into {folds} equal folds")
     per = n // folds
-    results = []
+    counted = []
     for f in range(folds):
         im = images[f * per:(f + 1) * per]
         cap = captions[f * per * k:(f + 1) * per * k]
-        i2t, t2i = retrieval_ranks(im, cap, penalty, k, block)
-        results.append((rank_metrics(i2t), rank_metrics(t2i)))
-    avg = {name: {m: sum(r[j][m] for r in results) / folds for m in results[0][j]}
-           for j, name in enumerate(("caption retrieval", "image retrieval"))}
-    avg["rsum"] = sum(v for d in (avg["caption retrieval"], avg["image retrieval"])
-                      for m, v in d.items() if m.startswith("R@"))
-    return avg
+        counted.append(retrieval_ranks(im, cap, penalty, k, block))
+    out = {}
+    for rule in rules:
+        results = [(rank_metrics(i2t, ties=rule), rank_metrics(t2i, ties=rule)) for i2t, t2i in counted]
+        avg = {side: {m: sum(r[j][m] for r in results) / folds for m in results[0][j]}
+               for j, side in enumerate(("caption retrieval", "image retrieval"))}
+        avg["rsum"] = sum(v for d in (avg["caption retrieval"], avg["image retrieval"])
+                          for m, v in d.items() if m.startswith("R@"))
+        out[rule] = avg
+    return out[rules[0]] if isinstance(ties, str) else out
+
+
+def topk_hits(penalties: torch.Tensor, relevant: torch.Tensor, k: int,
+              ties: str = PRIMARY_TIES) -> torch.Tensor:
+    """Return how many relevant candidates each query has among its k lowest penalties, (b,)
+    float64, under the tie rule `ties` (at the k-th place several candidates may tie).
+
+    penalties (b, M), relevant (b, M) bool. NaN penalties rank last. precision@k = hits / k.
+    """
+    _check_ties(ties)
+    if penalties.shape != relevant.shape or not 1 <= k <= penalties.shape[1]:
+        raise ValueError(f"penalties {tuple(penalties.shape)} and relevant {tuple(relevant.shape)} "
+                         f"must match, with 1 <= k <= {penalties.shape[-1]}")
+    p = torch.where(penalties.isnan(), torch.full_like(penalties, float("inf")), penalties)
+    kth = p.kthvalue(k, dim=1, keepdim=True).values  # (b, 1)
+    better, tie = p < kth, p == kth  # (b, M)
+    need = (k - better.sum(1)).double()  # slots left for the tied group, >= 1
+    g, hg = tie.sum(1).double(), (tie & relevant).sum(1).double()
+    hits = (better & relevant).sum(1).double()
+    if ties == "expected":
+        return hits + need * hg / g
+    if ties == "pessimistic":
+        return hits + (need - (g - hg)).clamp(min=0)
+    if ties == "optimistic":
+        return hits + torch.minimum(need, hg)
+    first = tie.long().cumsum(1) <= need[:, None]  # tied candidates in index order
+    return hits + (tie & relevant & first).sum(1).double()

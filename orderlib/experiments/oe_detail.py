@@ -8,6 +8,8 @@ the biggest length difference (ties: earlier image, then earlier caption first).
 - caption retrieval with the shorter caption as query over all other dev captions: mean rank of
   the longer one (paper: order 34.0, cosine 47.6). The longer, more detailed caption is the more
   specific side: candidates take the image's place in the penalty, the query the caption's.
+Mean ranks are reported under the primary tie rule (the expectation under random tie-breaking:
+repeated caption texts tie exactly) with the other rules beside them (orderlib.eval.retrieval).
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from orderlib.eval.retrieval import ranks_of_targets
+from orderlib.eval.retrieval import PRIMARY_TIES, TargetRanks, ranks_of_targets
+from orderlib.experiments.oe_retrieval import TIE_COLUMNS
 from orderlib.train_retrieval import CAPTIONS_PER_IMAGE, CaptionedImages, embed
 
 PAPER_SEC46 = {
@@ -41,48 +44,50 @@ def length_different_pairs(lengths: torch.Tensor, k: int = 100) -> np.ndarray:
                      np.where(short_first, second[top], first[top])], 1)
 
 
-def image_ranks(model, ims: torch.Tensor, caps: torch.Tensor, caption_idx) -> torch.Tensor:
-    """1-based rank of each listed caption's own image among all images (ties pessimistic)."""
+def image_ranks(model, ims: torch.Tensor, caps: torch.Tensor, caption_idx) -> TargetRanks:
+    """Rank counts of each listed caption's own image among all images."""
     idx = torch.as_tensor(caption_idx)
     targets = idx.div(CAPTIONS_PER_IMAGE, rounding_mode="floor")[:, None]
     return ranks_of_targets(lambda r: model.penalty_matrix(ims, caps[idx[r]]).T, len(idx), len(ims), targets)
 
 
-def caption_ranks(model, caps: torch.Tensor, pairs: np.ndarray) -> torch.Tensor:
-    """1-based rank of each pair's longer caption among all captions but the query, the shorter
+def caption_ranks(model, caps: torch.Tensor, pairs: np.ndarray) -> TargetRanks:
+    """Rank counts of each pair's longer caption among all captions but the query, the shorter
     caption being the query (candidates in the image role: the specific side)."""
     q = torch.as_tensor(pairs[:, 0])
 
     def penalty(rows):
         p = model.penalty_matrix(caps, caps[q[rows]]).T.clone()  # (b, 5N)
-        p[torch.arange(len(rows)), q[rows]] = float("inf")  # the query is no candidate
+        p[torch.arange(len(rows)), q[rows]] = float("nan")  # the query is no candidate: NaN ranks last
         return p
 
     return ranks_of_targets(penalty, len(pairs), len(caps), torch.as_tensor(pairs[:, 1])[:, None])
 
 
-def detail_metrics(model, split: CaptionedImages, k: int = 100) -> dict[str, float]:
+def detail_metrics(model, split: CaptionedImages, k: int = 100) -> dict[str, dict[str, float]]:
+    """{metric: {tie rule: value}} for one model (mean ranks; the length difference has no rule)."""
     ims, caps = embed(model, split)
     pairs = length_different_pairs(split.lengths, k)
     with torch.no_grad():
         short, long = image_ranks(model, ims, caps, pairs[:, 0]), image_ranks(model, ims, caps, pairs[:, 1])
         every = image_ranks(model, ims, caps, np.arange(len(caps)))
         longer = caption_ranks(model, caps, pairs)
-    f = lambda r: float(r.double().mean())
+    rules = (PRIMARY_TIES, *TIE_COLUMNS)
+    f = lambda r: {rule: float(r.ranks(rule).double().mean()) for rule in rules}
+    gap = float((split.lengths[pairs[:, 1]] - split.lengths[pairs[:, 0]]).double().mean())
     return {
-        "image retrieval mean rank, 100 most length-different pairs": f(torch.cat([short, long])),
+        "image retrieval mean rank, 100 most length-different pairs": f(TargetRanks.cat([short, long])),
         "image retrieval mean rank, shorter captions of those pairs": f(short),
         "image retrieval mean rank, longer captions of those pairs": f(long),
         "image retrieval mean rank, all dev captions": f(every),
         "caption retrieval: mean rank of the longer caption, shorter as query": f(longer),
-        "mean length difference of those pairs (words)": float(
-            (split.lengths[pairs[:, 1]] - split.lengths[pairs[:, 0]]).double().mean()),
+        "mean length difference of those pairs (words)": {rule: gap for rule in rules},
     }
 
 
 def detail_table(models: dict, split: CaptionedImages, k: int = 100) -> pd.DataFrame:
-    """Long table: method, metric, paper, ours for each {method: model}."""
-    rows = [dict(method=method, metric=metric, paper=PAPER_SEC46.get((method, metric)), ours=v,
-                 target_images=len(split))
+    """Long table: method, metric, paper, ours (primary tie rule), the other tie rules."""
+    rows = [dict(method=method, metric=metric, paper=PAPER_SEC46.get((method, metric)), ours=v[PRIMARY_TIES],
+                 **{col: v[rule] for rule, col in TIE_COLUMNS.items()}, target_images=len(split))
             for method, model in models.items() for metric, v in detail_metrics(model, split, k).items()]
     return pd.DataFrame(rows)

@@ -13,6 +13,9 @@ of two embeddings is below both in the partial order (more specific: "both"), th
   "an artifact", ...) by E(q, caption); top-1 is right when it names a common ancestor of A and B.
 The symmetric model has no order, so its analogue is the normalised sum (Kiros et al.'s vector
 arithmetic) for both operations.
+Penalties can tie exactly (an order violation of 0 is common), so precision@k and top-1 rates are
+reported under every tie rule of orderlib.eval.retrieval, the primary one (the expectation under
+random tie-breaking) as `ours`.
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from orderlib.data.scenes import Lexicon, Scenes, caption_tokenize, noun_phrase, MASS_NOUNS
+from orderlib.eval.retrieval import PRIMARY_TIES, TIES, topk_hits
+from orderlib.experiments.oe_retrieval import TIE_COLUMNS
 from orderlib.train_retrieval import embed
 
 CLASS_WORDS = {"jersey.n.03": "t-shirt", "gym_shoe.n.01": "sneaker"}  # else the first lemma
@@ -58,6 +63,12 @@ def _top_images(model, ims: torch.Tensor, q: torch.Tensor, k: int) -> torch.Tens
     return model.penalty_matrix(ims, q).T.topk(k, largest=False).indices  # (n_q, k), low penalty first
 
 
+def _rates(penalties: torch.Tensor, relevant: torch.Tensor, k: int) -> dict[str, float]:
+    """{tie rule: 100 * mean share of relevant candidates among each query's k best}."""
+    relevant = torch.as_tensor(relevant, dtype=torch.bool, device=penalties.device)
+    return {rule: 100.0 * float(topk_hits(penalties, relevant, k, rule).mean()) / k for rule in TIES}
+
+
 @torch.no_grad()
 def composition(model, vocab, split, scenes: Scenes, lex: Lexicon, k: int = 10) -> tuple[dict, list]:
     """Precision@k of images holding both classes, per query kind; and the per-pair retrievals."""
@@ -75,12 +86,12 @@ def composition(model, vocab, split, scenes: Scenes, lex: Lexicon, k: int = 10) 
     if all(len(v) for v in single_of.values()):  # an image of an A alone, for every class A
         a_img = ims[torch.as_tensor([single_of[a][0] for a, _ in pairs])]
         queries["image of A max caption B"] = combine(model, a_img, b_cap, "compose")
+    both_ab = np.stack([has[a] & has[b] for a, b in pairs])  # (pairs, images)
     out, examples = {}, []
     for name, q in queries.items():
-        top = _top_images(model, ims, q, k).cpu().numpy()  # (pairs, k)
-        hits = np.array([[has[a][i] and has[b][i] for i in row] for (a, b), row in zip(pairs, top)])
-        out[f"composition precision@{k}: {name}"] = 100.0 * hits.mean()
+        out[f"composition precision@{k}: {name}"] = _rates(model.penalty_matrix(ims, q).T, both_ab, k)
         if name == "caption A max caption B":
+            top = _top_images(model, ims, q, k).cpu().numpy()  # (pairs, k), for the figure
             examples = [dict(a=a, b=b, top=row) for (a, b), row in zip(pairs, top)]
     return out, examples
 
@@ -99,18 +110,19 @@ def abstraction(model, vocab, split, scenes: Scenes, lex: Lexicon, n_pairs: int 
     keep = scenes.labels[i].max(1) != scenes.labels[j].max(1)
     i, j = i[keep], j[keep]
     q = combine(model, ims[torch.as_tensor(i)], ims[torch.as_tensor(j)], "abstract")
-    top = model.penalty_matrix(q, caps).argmin(1).cpu().numpy()  # (pairs,)
-    common, lowest, examples = [], [], []
-    for a, b, t, ia, ib in zip(scenes.labels[i].max(1), scenes.labels[j].max(1), top, i, j):
-        synset = concepts[t][0]
-        common.append(synset in lex.ancestors(a) & lex.ancestors(b))
-        lowest.append(synset == lex.lowest_common([a, b]))
-        examples.append(dict(i=int(ia), j=int(ib), caption=concepts[t][1], common=common[-1]))
-    single_top = model.penalty_matrix(ims[torch.as_tensor(single)], caps).argmin(1).cpu().numpy()
-    alone = [concepts[t][0] in lex.ancestors(c) for t, c in zip(single_top, cls)]
-    return {"abstraction top-1: min of two images names a common ancestor (%)": 100.0 * np.mean(common),
-            "abstraction top-1: min of two images names their lowest common ancestor (%)": 100.0 * np.mean(lowest),
-            "top-1 synset caption of one image is true of it (%)": 100.0 * np.mean(alone)}, examples
+    pen = model.penalty_matrix(q, caps)  # (pairs, synsets)
+    synsets = [c for c, _ in concepts]
+    la, lb = scenes.labels[i].max(1), scenes.labels[j].max(1)
+    common = np.array([[s in lex.ancestors(a) & lex.ancestors(b) for s in synsets] for a, b in zip(la, lb)])
+    lowest = np.array([[s == lex.lowest_common([a, b]) for s in synsets] for a, b in zip(la, lb)])
+    top = pen.argmin(1).cpu().numpy()  # (pairs,), for the figure
+    examples = [dict(i=int(ia), j=int(ib), caption=concepts[t][1], common=bool(common[n, t]))
+                for n, (t, ia, ib) in enumerate(zip(top, i, j))]
+    single_pen = model.penalty_matrix(ims[torch.as_tensor(single)], caps)
+    true_of = np.array([[s in lex.ancestors(c) for s in synsets] for c in cls])
+    return {"abstraction top-1: min of two images names a common ancestor (%)": _rates(pen, common, 1),
+            "abstraction top-1: min of two images names their lowest common ancestor (%)": _rates(pen, lowest, 1),
+            "top-1 synset caption of one image is true of it (%)": _rates(single_pen, true_of, 1)}, examples
 
 
 def regularities_table(models: dict, vocab, split, scenes: Scenes, lex: Lexicon) -> tuple[pd.DataFrame, dict]:
@@ -119,5 +131,6 @@ def regularities_table(models: dict, vocab, split, scenes: Scenes, lex: Lexicon)
         comp, ex_c = composition(model, vocab, split, scenes, lex)
         abst, ex_a = abstraction(model, vocab, split, scenes, lex)
         examples[method] = (ex_c, ex_a)
-        rows += [dict(method=method, metric=m, paper=None, ours=v) for m, v in {**comp, **abst}.items()]
+        rows += [dict(method=method, metric=m, paper=None, ours=v[PRIMARY_TIES],
+                      **{col: v[rule] for rule, col in TIE_COLUMNS.items()}) for m, v in {**comp, **abst}.items()]
     return pd.DataFrame(rows), examples

@@ -24,7 +24,7 @@ from orderlib.data.precomp import load_precomp
 from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, make_scenes
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
-from orderlib.eval.retrieval import evaluate_retrieval, rank_metrics, retrieval_ranks
+from orderlib.eval.retrieval import PRIMARY_TIES, TIES, evaluate_retrieval, rank_metrics, retrieval_ranks
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
 from orderlib.train_retrieval import (CaptionedImages, RetrievalConfig, RetrievalData, embed, prepare,
@@ -187,18 +187,61 @@ def long_metrics(size: str, m: dict) -> dict[str, float]:
     return out
 
 
+# Columns of a retrieval table: `ours` under the primary tie rule, then the other rules.
+TIE_COLUMNS = {"pessimistic": "ties against", "optimistic": "ties for", "index": "ties by index"}
+TIES_NOTE = ("ours: exact expectation under uniformly random tie-breaking (repeated caption texts embed "
+             "identically); 'ties against' / 'ties for': every tie counted against / for the model, the two "
+             "exact bounds; 'ties by index': ties broken by candidate index, what the authors' evaluation.py "
+             "returns with a stable sort. Without ties all four agree.")
+
+
+def long_rows(method: str, size: str, by_rule: dict) -> list[dict]:
+    """Long rows for one model and test size from evaluate_retrieval(..., ties=TIES): `ours` under
+    the primary rule, one column per other rule."""
+    primary = long_metrics(size, by_rule[PRIMARY_TIES])
+    others = {col: long_metrics(size, by_rule[rule]) for rule, col in TIE_COLUMNS.items()}
+    return [dict(method=method, metric=metric, paper=PAPER_TABLE2.get((method, metric)), ours=v,
+                 **{col: others[col][metric] for col in TIE_COLUMNS.values()})
+            for metric, v in primary.items()]
+
+
 def test_table(trained: TrainedRows, cfg: dict) -> pd.DataFrame:
-    """Long-format Table 2 on the test split: method, metric, paper, ours, train images, best epoch, seconds."""
+    """Long-format Table 2 on the test split: method, metric, paper, ours (primary tie rule), the
+    other tie rules, train images, best epoch."""
     rows = []
     for method, r in trained.results.items():
         ims, caps = trained.test_embeddings(method)
         for size, folds in test_sizes(len(ims)).items():
-            m = evaluate_retrieval(ims, caps, r.model.penalty_matrix, 5, folds)
-            for metric, v in long_metrics(size, m).items():
-                rows.append(dict(method=method, metric=metric, paper=PAPER_TABLE2.get((method, metric)), ours=v,
-                                 train_images=len(trained.data[ROWS[method][1]].train), best_epoch=r.best_epoch,
-                                 seconds=round(r.seconds, 1)))
+            m = evaluate_retrieval(ims, caps, r.model.penalty_matrix, 5, folds, ties=TIES,
+                                   name=f"{method}, test split")
+            rows += [dict(row, train_images=len(trained.data[ROWS[method][1]].train), best_epoch=r.best_epoch)
+                     for row in long_rows(method, size, m)]
     return pd.DataFrame(rows)
+
+
+def model_provenance(trained: TrainedRows) -> dict[str, dict]:
+    """Per row: training time (s, resumes included), the commit that trained it, whether this run
+    loaded it from a checkpoint. For the .meta.json, not the table (issue 10)."""
+    return {method: {"train_seconds": round(r.seconds, 1), "trained_at": r.trained_at or "unknown (older checkpoint)",
+                     "loaded_from_checkpoint": r.resumed, "best_epoch": r.best_epoch, "epochs_run": len(r.history)}
+            for method, r in trained.results.items()}
+
+
+def compare_rows(df: pd.DataFrame, a: str = "order-embeddings", b: str = "order-embeddings (symm.)") -> pd.DataFrame:
+    """Per metric of Table 2, whether row `a` beats row `b` under each tie rule (higher R@K and
+    rsum, lower ranks are better): does a claim survive every way of counting ties?"""
+    rules = ["ours", *TIE_COLUMNS.values()]
+    x = df[df.method == a].set_index("metric")[rules]
+    y = df[df.method == b].set_index("metric")[rules]
+    common = [m for m in x.index if m in y.index]
+    out = []
+    for metric in common:
+        lower = "med r" in metric or "mean r" in metric
+        diff = {r: float(x.at[metric, r] - y.at[metric, r]) for r in rules}
+        wins = {r: (d < 0) if lower else (d > 0) for r, d in diff.items()}
+        out.append({"metric": metric, **{f"{a} - {b} ({'primary' if r == 'ours' else r})": d for r, d in diff.items()},
+                    f"{a} better, every rule": all(wins.values()), "same verdict, every rule": len(set(wins.values())) == 1})
+    return pd.DataFrame(out)
 
 
 def wide(df: pd.DataFrame, size: str = "1k") -> pd.DataFrame:
@@ -247,7 +290,8 @@ def run(cfg: dict, device, workdir: Path, data_dir: str | Path | None = None, ro
 @torch.no_grad()
 def per_level(trained: TrainedRows, levels=None, methods=None) -> pd.DataFrame:
     """Image retrieval on the test split broken down by caption position within its image (on
-    Fashion-MNIST Scenes, the level of detail: 0 gist ... 4 layout), over all test images."""
+    Fashion-MNIST Scenes, the level of detail: 0 gist ... 4 layout), over all test images, under
+    the primary tie rule."""
     rows = []
     for method in methods or trained.results:
         r = trained.results[method]
