@@ -55,7 +55,12 @@ def to_markdown(df: pd.DataFrame, title: str = "", notes: str = "") -> str:
     """Render a long table as Markdown: method x metric, with paper and ours side by side."""
     show = df.copy()
     show["paper"] = show["paper"].map(lambda x: "" if pd.isna(x) or x == "" else f"{float(x):g}")
-    show["ours"] = show["ours"].map(lambda x: "" if pd.isna(x) else (f"{x:.2f}" if isinstance(x, float) else str(x)))
+    for col in show.columns:  # `ours` and other float columns (tie-rule bounds): 2 decimals; counts as ints
+        if col == "paper" or not show[col].map(lambda x: isinstance(x, float)).any():
+            continue
+        counts = col != "ours" and show[col].dropna().map(lambda x: isinstance(x, (int, float)) and float(x).is_integer()).all()
+        fmt = (lambda x: f"{int(x)}") if counts else (lambda x: f"{x:.2f}" if isinstance(x, float) else str(x))
+        show[col] = show[col].map(lambda x: "" if pd.isna(x) else fmt(x))
     parts = [f"# {title}\n" if title else "", show.to_markdown(index=False), "\n"]
     if notes:
         parts.append("\n" + notes.strip() + "\n")
