@@ -1,25 +1,64 @@
-"""Atomic writes and checkpoints: never leave a half-written file behind."""
+"""Atomic writes and checkpoints: never leave a half-written file behind, never resume a model
+trained on other inputs, never let two runs train into one checkpoint at once.
+
+A checkpoint belongs to a key: the run's settings, a fingerprint of its data (`fingerprint`) and
+the version of the code that trains it (`code_version`). The epoch loop (orderlib.training.fit)
+resumes only a checkpoint of the same key and trains anew otherwise; it holds `locked(path)`
+while it trains, so a second run of the same preset waits, then loads the finished model.
+"""
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import sys
 import tempfile
+import warnings
 from pathlib import Path
 
+import numpy as np
 import torch
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_temp(path: Path, write) -> Path:
+    """Write through `write(tmp_path)` into a temp file beside `path` with the mode a new file
+    would get (mkstemp's is 0600); return the temp path, not yet in place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def atomic_write_files(contents: dict[Path, bytes]) -> None:
+    """Write several files as a set: every temp file first, then the renames (so a failure while
+    producing any of them leaves all the old files in place)."""
+    temps = {}
+    try:
+        for path, data in contents.items():
+            temps[Path(path)] = _write_temp(Path(path), lambda tmp, d=data: Path(tmp).write_bytes(d))
+    except BaseException:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
+        raise
+    for path, tmp in temps.items():
+        os.replace(tmp, path)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to a temp file beside `path`, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_files({Path(path): data})
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -29,20 +68,85 @@ def atomic_write_text(path: Path, text: str) -> None:
 def save_checkpoint(path: Path, state: dict) -> None:
     """torch.save `state` atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    os.replace(_write_temp(path, lambda tmp: torch.save(state, tmp)), path)
 
 
 def load_checkpoint(path: Path) -> dict | None:
-    """Return the saved state, or None when there is no checkpoint."""
+    """Return the saved state, or None when there is none. A damaged file (truncated, empty, not
+    a checkpoint) is moved aside to `<name>.damaged` with a warning naming it, and None returned,
+    so the run trains anew instead of failing on it forever."""
     path = Path(path)
     if not path.exists():
         return None
-    return torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(state, dict):
+            raise ValueError(f"holds a {type(state).__name__}, not a checkpoint dict")
+        return state
+    except Exception as exc:  # zip reader errors, EOFError, unpickling errors, ...
+        damaged = path.with_name(path.name + ".damaged")
+        os.replace(path, damaged)
+        warnings.warn(f"checkpoint {path} is damaged ({type(exc).__name__}: {str(exc).strip()[:200]}); "
+                      f"moved it to {damaged} and training from scratch", RuntimeWarning, stacklevel=2)
+        return None
+
+
+def fingerprint(*parts) -> str:
+    """sha256 over tensors, arrays, strings, numbers and (nested) lists, tuples and dicts of them,
+    dtypes and shapes included: the identity of a run's data."""
+    h = hashlib.sha256()
+
+    def feed(x):
+        if isinstance(x, torch.Tensor):
+            x = x.detach().cpu().contiguous().numpy()
+        if isinstance(x, np.ndarray):
+            if x.dtype == object:
+                return feed(x.tolist())
+            x = np.ascontiguousarray(x)
+            h.update(f"nd{x.dtype.str}{x.shape}".encode())
+            h.update(x.tobytes())
+        elif isinstance(x, dict):
+            h.update(b"{")
+            for k in sorted(x, key=repr):
+                feed(k), feed(x[k])
+            h.update(b"}")
+        elif isinstance(x, (list, tuple)):
+            h.update(b"[%d" % len(x))
+            for v in x:
+                feed(v)
+            h.update(b"]")
+        else:
+            h.update(f"{type(x).__name__}:{x!r};".encode())
+
+    for p in parts:
+        feed(p)
+    return h.hexdigest()
+
+
+def code_version(*modules) -> str:
+    """sha256 (12 hex digits) of the source files of `modules` (module objects or names): changes
+    whenever the code that trains a model does, so its checkpoints are not resumed."""
+    h = hashlib.sha256()
+    for m in modules:
+        m = sys.modules[m] if isinstance(m, str) else m
+        h.update(Path(m.__file__).read_bytes())
+    return h.hexdigest()[:12]
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """Hold an exclusive lock on `<path>.lock` (blocking until another process or thread holding
+    it lets go). Where file locks are not available the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    lock = Path(str(path) + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

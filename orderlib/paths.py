@@ -37,3 +37,54 @@ def sha256_files(paths: Iterable[Path]) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     return h.hexdigest()
+
+
+MANIFEST = "MANIFEST.json"
+
+
+def write_manifest(folder: Path, names: Iterable[str]) -> None:
+    """Record the size and sha256 of the files `names` in `folder`/MANIFEST.json (set-up's receipt)."""
+    import json
+
+    folder = Path(folder)
+    entries = {n: {"bytes": (folder / n).stat().st_size, "sha256": sha256_files([folder / n])} for n in sorted(names)}
+    tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(entries, indent=1) + "\n")
+    os.replace(tmp, folder / MANIFEST)
+
+
+def manifest_problems(folder: Path) -> list[str]:
+    """What differs from `folder`/MANIFEST.json: missing, resized or altered files; ["no MANIFEST.json"]
+    for a folder set up before manifests were written."""
+    import json
+
+    folder = Path(folder)
+    try:
+        entries = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return [f"no readable {MANIFEST}"]
+    problems = []
+    for name, e in entries.items():
+        f = folder / name
+        if not f.is_file():
+            problems.append(f"{f} is missing")
+        elif f.stat().st_size != e["bytes"]:
+            problems.append(f"{f} has {f.stat().st_size:,} bytes, set-up wrote {e['bytes']:,}")
+        elif sha256_files([f]) != e["sha256"]:
+            problems.append(f"{f} differs from what set-up wrote (sha256)")
+    return problems
+
+
+def text_lines(path: Path, what: str = "text") -> list[str]:
+    """The lines of a UTF-8 text file (split at \\n, line ends stripped); a file that is not UTF-8 raises
+    DataError naming the file, the line and the byte, instead of a bare UnicodeDecodeError."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
+                        f"expected {what}: is this the right file, or is it damaged?") from None
+    lines = [line.rstrip("\r") for line in text.split("\n")]  # not splitlines(): sentences may hold \x85, \u2028
+    return lines[:-1] if lines and lines[-1] == "" else lines

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from orderlib.checkpoint import atomic_write_text
+from orderlib.checkpoint import atomic_write_files
 from orderlib.paths import repo_root
 
 REQUIRED_COLUMNS = ("method", "metric", "paper", "ours")
@@ -88,9 +88,11 @@ def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | Non
                  "python": platform.python_version(), **meta}
     paths = {"csv": out_dir / f"{table_id}.csv", "md": out_dir / f"{table_id}.md",
              "meta": out_dir / f"{table_id}.meta.json"}
-    atomic_write_text(paths["csv"], df.to_csv(index=False))
-    atomic_write_text(paths["md"], to_markdown(df, title, notes))
-    atomic_write_text(paths["meta"], json.dumps(full_meta, indent=2, default=str) + "\n")
+    # All three are rendered before any is replaced, then renamed together: never a new CSV beside
+    # an old meta.json.
+    atomic_write_files({paths["csv"]: df.to_csv(index=False).encode(),
+                        paths["md"]: to_markdown(df, title, notes).encode(),
+                        paths["meta"]: (json.dumps(full_meta, indent=2, default=str) + "\n").encode()})
     return paths
 
 

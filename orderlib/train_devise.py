@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from orderlib.encoders.cnn import ItemCNN, _augment, item_features, to_input
 from orderlib.encoders.devise import DeViSE
 from orderlib.losses import hinge_rank
+from orderlib.checkpoint import code_version, fingerprint as data_fingerprint
 from orderlib.training import fit, seeded_rng
 
 
@@ -103,7 +104,10 @@ def train_devise(cnn: ItemCNN, images: np.ndarray, labels: np.ndarray, held_imag
     fingerprint = hashlib.sha256(t.cpu().numpy().tobytes())
     for v in cnn.state_dict().values():
         fingerprint.update(v.cpu().numpy().tobytes())
-    base = {**asdict(cfg), "labels": int(t.shape[0]), "n": int(len(y)), "inputs": fingerprint.hexdigest()}
+    base = {**asdict(cfg), "labels": int(t.shape[0]), "n": int(len(y)), "inputs": fingerprint.hexdigest(),
+            "data": data_fingerprint(images, labels, held_images, held_labels),
+            "code": code_version("orderlib.train_devise", "orderlib.training", "orderlib.encoders.devise",
+                                 "orderlib.encoders.cnn", "orderlib.losses")}
     opt = torch.optim.Adam(model.M.parameters(), lr=cfg.lr)
     r1 = fit(model, opt, {**base, "stage": 1}, stage1, held_out, "held_out_hit@1", cfg.epochs, cfg.epochs,
              ckpt("devise_stage1.pt"), progress, "DeViSE (frozen CNN)")

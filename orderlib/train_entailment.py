@@ -14,7 +14,11 @@ from orderlib.data.entailment import PairSet, tokenize
 from orderlib.encoders.entailment import build_entailment_model, entailment_loss
 from orderlib.encoders.sentence import Vocab
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
+from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import fit
+
+TRAINER_CODE = ("orderlib.train_entailment", "orderlib.training", "orderlib.encoders.entailment",
+                "orderlib.encoders.sentence", "orderlib.eval.threshold")
 
 
 @dataclass
@@ -128,7 +132,10 @@ def train_entailment_model(data: EntailmentData, cfg: EntailmentConfig, device="
     device = torch.device(device)
     model = _build(cfg, len(data.vocab), device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    fitted = fit(model, opt, asdict(cfg), lambda epoch: train_epoch(model, opt, data, cfg, epoch, device, progress),
+    key = {**asdict(cfg), "code": code_version(*TRAINER_CODE),
+           "data": fingerprint(data.vocab.words, *(getattr(s, f) for s in (data.train, data.holdout)
+                                                   for f in ("p", "pl", "h", "hl", "positive")))}
+    fitted = fit(model, opt, key, lambda epoch: train_epoch(model, opt, data, cfg, epoch, device, progress),
                  lambda: evaluate(model, data, device), "dev_accuracy", cfg.epochs, cfg.patience, checkpoint,
                  progress, cfg.model)
     ev = evaluate(model, data, device)

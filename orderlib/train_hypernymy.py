@@ -19,7 +19,11 @@ from orderlib.encoders.concepts import ConceptModel, build_concept_model
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
 from orderlib.losses import LOSSES
 from orderlib.optim import RowAdam
+from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import fit
+
+TRAINER_CODE = ("orderlib.train_hypernymy", "orderlib.training", "orderlib.encoders.concepts", "orderlib.optim",
+                "orderlib.losses", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold")
 
 
 OPTIMIZERS = {
@@ -162,7 +166,10 @@ def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
         model.eval()
         return loss
 
-    fitted = fit(model, stepper, asdict(cfg), one_epoch, lambda: evaluate(model, data, device), "dev_accuracy",
+    key = {**asdict(cfg), "code": code_version(*TRAINER_CODE),
+           "data": fingerprint(data.protocol, data.n_nodes, data.train, data.dev, data.dev_labels, data.test, data.test_labels,
+                               data.closure)}
+    fitted = fit(model, stepper, key, one_epoch, lambda: evaluate(model, data, device), "dev_accuracy",
                  cfg.epochs, cfg.patience, checkpoint, progress, cfg.model)
     model.eval()
     ev = evaluate(model, data, device)

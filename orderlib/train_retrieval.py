@@ -14,9 +14,13 @@ from orderlib.encoders.joint import JointEmbedding
 from orderlib.encoders.sentence import Vocab
 from orderlib.eval.retrieval import evaluate_retrieval
 from orderlib.losses import in_batch_loss
+from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import fit
 
 CAPTIONS_PER_IMAGE = 5
+# The code that determines a trained model: its checkpoints are keyed by this code's version.
+TRAINER_CODE = ("orderlib.train_retrieval", "orderlib.training", "orderlib.encoders.joint", "orderlib.encoders.sentence",
+                "orderlib.encoders.image", "orderlib.losses", "orderlib.penalties")
 
 
 @dataclass
@@ -160,7 +164,10 @@ def train_retrieval_model(data: RetrievalData, cfg: RetrievalConfig, device="cpu
         m = evaluate(model, data.dev, name=f"{label}, dev split")
         return {"dev_score": dev_score(m), "dev_rsum": m["rsum"]}
 
-    fitted = fit(model, opt, {**asdict(cfg), "vocab": len(data.vocab), "feature_dim": data.feature_dim},
+    key = {**asdict(cfg), "vocab": len(data.vocab), "feature_dim": data.feature_dim, "code": code_version(*TRAINER_CODE),
+           "data": fingerprint(data.vocab.words, *(getattr(s, f) for s in (data.train, data.dev)
+                                                   for f in ("features", "tokens", "lengths")))}
+    fitted = fit(model, opt, key,
                  lambda epoch: train_epoch(model, opt, data, cfg, epoch, progress), held_out, "dev_score",
                  cfg.epochs, cfg.patience, checkpoint, progress, label)
     model.eval()

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
-from orderlib.checkpoint import load_checkpoint, save_checkpoint
+from orderlib.checkpoint import load_checkpoint, locked, save_checkpoint
 from orderlib.reports import git_commit
 
 
@@ -57,39 +57,43 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
     A NaN or infinite loss or score stops the run with TrainingDiverged (nothing of that epoch saved).
 
     With `checkpoint`, state is saved after every epoch and a run with the same `cfg` resumes
-    from it (a finished run returns at once); a checkpoint of another cfg is ignored.
+    from it (a finished run returns at once); a checkpoint of another cfg is trained over. `cfg`
+    must therefore hold everything that determines the model: settings, a fingerprint of the
+    data, the trainer's code version (orderlib.checkpoint). The checkpoint is locked while this
+    runs: a concurrent run of the same checkpoint waits, then resumes or loads what this one left.
     """
-    state = load_checkpoint(checkpoint) if checkpoint else None
-    if state is not None and state["cfg"] != cfg:
-        state = None  # a different run: start over
-    start, history, best, best_state, done, seconds = 0, [], (float("-inf"), -1), None, False, 0.0
-    trained_at = git_commit()
-    if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        start, history, best = state["epoch"] + 1, state["history"], tuple(state["best"])
-        best_state, done, seconds = state["best_state"], state["done"], state["seconds"]
-        trained_at = state.get("trained_at")
-    bar = tqdm(range(start, epochs), desc=desc, disable=not progress or done)
-    for epoch in bar:
-        if done:
-            break
-        t0 = time.perf_counter()
-        loss = train_epoch(epoch)
-        _check_finite(desc, epoch, "the training loss", loss, checkpoint)
-        ev = evaluate()
-        _check_finite(desc, epoch, f"the held-out {score}", ev[score], checkpoint)
-        seconds += time.perf_counter() - t0
-        history.append({"epoch": epoch, "loss": loss, **ev, "seconds": seconds})
-        bar.set_postfix(loss=f"{loss:.4f}", **{score: f"{ev[score]:.2f}"})
-        if ev[score] > best[0]:
-            best, best_state = (ev[score], epoch), copy.deepcopy(model.state_dict())
-        done = epoch - best[1] >= patience or epoch == epochs - 1
-        if checkpoint:
-            save_checkpoint(checkpoint, {"cfg": cfg, "model": model.state_dict(), "opt": opt.state_dict(),
-                                         "epoch": epoch, "history": history, "best": list(best),
-                                         "best_state": best_state, "done": done, "seconds": seconds,
-                                         "trained_at": trained_at})
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    return FitResult(history, best[1], best[0], seconds, state is not None, trained_at)
+    with locked(checkpoint) if checkpoint else contextlib.nullcontext():
+        state = load_checkpoint(checkpoint) if checkpoint else None
+        if state is not None and state["cfg"] != cfg:
+            state = None  # a different run: start over
+        start, history, best, best_state, done, seconds = 0, [], (float("-inf"), -1), None, False, 0.0
+        trained_at = git_commit()
+        if state is not None:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            start, history, best = state["epoch"] + 1, state["history"], tuple(state["best"])
+            best_state, done, seconds = state["best_state"], state["done"], state["seconds"]
+            trained_at = state.get("trained_at")
+        bar = tqdm(range(start, epochs), desc=desc, disable=not progress or done)
+        for epoch in bar:
+            if done:
+                break
+            t0 = time.perf_counter()
+            loss = train_epoch(epoch)
+            _check_finite(desc, epoch, "the training loss", loss, checkpoint)
+            ev = evaluate()
+            _check_finite(desc, epoch, f"the held-out {score}", ev[score], checkpoint)
+            seconds += time.perf_counter() - t0
+            history.append({"epoch": epoch, "loss": loss, **ev, "seconds": seconds})
+            bar.set_postfix(loss=f"{loss:.4f}", **{score: f"{ev[score]:.2f}"})
+            if ev[score] > best[0]:
+                best, best_state = (ev[score], epoch), copy.deepcopy(model.state_dict())
+            done = epoch - best[1] >= patience or epoch == epochs - 1
+            if checkpoint:
+                save_checkpoint(checkpoint, {"cfg": cfg, "model": model.state_dict(), "opt": opt.state_dict(),
+                                             "epoch": epoch, "history": history, "best": list(best),
+                                             "best_state": best_state, "done": done, "seconds": seconds,
+                                             "trained_at": trained_at})
+        if best_state is not None:
+            model.load_state_dict(best_state)
+        return FitResult(history, best[1], best[0], seconds, state is not None, trained_at)

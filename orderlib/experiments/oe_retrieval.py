@@ -18,13 +18,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from orderlib.checkpoint import load_checkpoint, save_checkpoint
+from orderlib.checkpoint import code_version, fingerprint, load_checkpoint, locked, save_checkpoint
 from orderlib.data.fashion_mnist import ensure_fashion_mnist, fingerprint as fmnist_fingerprint, load_fashion_mnist
 from orderlib.data.precomp import load_precomp
 from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, make_scenes
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
 from orderlib.eval.retrieval import PRIMARY_TIES, TIES, evaluate_retrieval, rank_metrics, retrieval_ranks
+from orderlib.params import ParameterError, device, existing, one_of, positive_int, subset_of, validate
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
 from orderlib.train_retrieval import (CaptionedImages, RetrievalConfig, RetrievalData, embed, prepare,
@@ -67,6 +68,24 @@ PRESETS = {
 }
 
 
+def check_parameters(**params) -> dict:
+    """Validate the Table 2 / Section 4.6 / Figure 4 notebook parameters before any work (see
+    orderlib.params): presets, data, rows, and a precomp folder's files and test size."""
+    spec = {"PRESET": one_of(PRESETS), "DATA": one_of(["scenes", "precomp"]), "DATA_DIR": existing("dir"),
+            "DEVICE": device, "ROWS": subset_of(ROWS, allow_none=True), "PAIRS": positive_int}
+    out = validate(spec, **params)
+    if out.get("DATA") == "precomp":
+        if not out.get("DATA_DIR"):
+            raise ParameterError("DATA='precomp' needs DATA_DIR: a folder such as coco_precomp/ holding "
+                                 "{train,dev,test}_caps.txt and {train,dev,test}_ims.npy")
+        folder = Path(out["DATA_DIR"])
+        missing = [f for s in ("train", "dev", "test") for f in (f"{s}_caps.txt", f"{s}_ims.npy")
+                   if not (folder / f).is_file()]
+        if missing:
+            raise ParameterError(f"DATA_DIR={str(folder)!r} lacks {missing} (the *_precomp layout)")
+    return out
+
+
 @dataclass
 class SceneData:
     """Scenes of every split, the frozen CNN and its features (10-crop and 1-crop)."""
@@ -101,16 +120,18 @@ def build_scene_data(cfg: dict, device, workdir: Path, progress: bool = True) ->
     train = fm["train"]
     cnn, history = train_item_cnn(train.images[:k], train.labels[:k], train.images[50000:], train.labels[50000:],
                                   cnn_cfg, device, Path(workdir) / "item_cnn.pt", progress)
-    key = _features_key(scenes, {**asdict(cnn_cfg), "items": k})
+    key = _features_key(scenes, {**asdict(cnn_cfg), "items": k, "cnn": fingerprint(cnn.state_dict()),
+                                 "code": code_version("orderlib.encoders.cnn", "orderlib.data.scenes")})
     cache = Path(workdir) / "scene_features.pt"
-    cached = load_checkpoint(cache)
-    if cached is None or cached["key"] != key:
-        feats = {"10crop": {}, "1crop": {}}
-        for s, sc in scenes.items():
-            feats["10crop"][s], feats["1crop"][s] = scene_features(cnn, sc.render(), progress=progress)
-        save_checkpoint(cache, {"key": key, "features": feats})
-    else:
-        feats = cached["features"]
+    with locked(cache):
+        cached = load_checkpoint(cache)
+        if cached is None or cached["key"] != key:
+            feats = {"10crop": {}, "1crop": {}}
+            for s, sc in scenes.items():
+                feats["10crop"][s], feats["1crop"][s] = scene_features(cnn, sc.render(), progress=progress)
+            save_checkpoint(cache, {"key": key, "features": feats})
+        else:
+            feats = cached["features"]
     fp = hashlib.sha256((fmnist_fingerprint() + key).encode()).hexdigest()
     return SceneData(scenes, feats, lexicon, cnn, history, fp,
                      f"{VERSION} from Fashion-MNIST ({source}) and WordNet 3.0")
@@ -279,6 +300,7 @@ def run(cfg: dict, device, workdir: Path, data_dir: str | Path | None = None, ro
         data = {"10crop": precomp_retrieval_data(folder)}
         if (folder / "test_ims_1crop.npy").exists():
             data["1crop"] = precomp_retrieval_data(folder, "1crop")
+        test_sizes(len(data["10crop"].test))  # a test split too small for the 1k protocol fails before training
         source = f"precomp features + captions from {folder}"
         fp = sha256_files(sorted(f for f in folder.iterdir() if f.is_file()))
     else:

@@ -18,6 +18,7 @@ import pandas as pd
 from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_split, tokenize
 from orderlib.eval.threshold import roc_points
 from orderlib.train_entailment import EntailmentConfig, energies, prepare, train_entailment_model
+from orderlib.params import device, existing, one_of
 
 PAPER_TABLE3 = {  # SNLI test, 2-class accuracy (%), Table 3
     "EOP classifier (Bowman et al., 2015)": 75.0,
@@ -38,9 +39,15 @@ PRESETS = {
                   data="embedded", datasets=["snli", "sick"]),
 }
 
+# Notebook parameters and their valid values (orderlib.params.validate).
+PARAMETERS = {"PRESET": one_of(PRESETS), "DATA": one_of(["embedded", "official"]), "DATA_DIR": existing("dir"),
+              "DEVICE": device}
+
 
 def splits(dataset: str, cfg: dict, directory=None) -> tuple[PairSet, PairSet, PairSet, str]:
     """Return (train, held-out, test, description) for one dataset under the preset's protocol."""
+    if cfg["data"] not in ("embedded", "official"):
+        raise ValueError(f"unknown data {cfg['data']!r}; expected 'embedded' or 'official'")
     if cfg["data"] == "official":
         if dataset != "snli":
             raise ValueError("the official protocol covers SNLI only")
@@ -80,16 +87,14 @@ def run_dataset(dataset: str, cfg: dict, device, checkpoints=None, directory=Non
     train, dev, test, how = splits(dataset, cfg, directory)
     data = prepare(train, dev, test)
     metric = f"{dataset.upper()} test 2-class accuracy (%)"
-    rows = [dict(method="majority class", metric=metric, ours=majority_accuracy(train, test),
-                 n_train=len(train), seconds=0.0)]
+    rows = [dict(method="majority class", metric=metric, ours=majority_accuracy(train, test), n_train=len(train))]
     results = {}
     for model in MODELS:
         ckpt = checkpoints / f"{dataset}_{model.replace(' ', '_').replace('(', '').replace(')', '')}.pt" \
             if checkpoints else None
         r = train_entailment_model(data, model_config(model, cfg), device, ckpt, progress)
         results[model] = r
-        rows.append(dict(method=model, metric=metric, ours=r.test_accuracy, n_train=len(train),
-                         seconds=round(r.seconds, 1)))
+        rows.append(dict(method=model, metric=metric, ours=r.test_accuracy, n_train=len(train)))
     return {"rows": rows, "results": results, "data": data, "pairs": (train, dev, test), "how": how}
 
 
@@ -140,7 +145,7 @@ def plot_roc(run: dict, models=("order-embeddings", "order-embeddings (symmetric
 
 
 def table(runs: dict[str, dict]) -> pd.DataFrame:
-    """Long-format Table 3: method, metric, paper, ours, training pairs, seconds."""
+    """Long-format Table 3: method, metric, paper, ours, training pairs (timings: `train_seconds`)."""
     rows = []
     for dataset, run in runs.items():
         for r in run["rows"]:
@@ -149,9 +154,14 @@ def table(runs: dict[str, dict]) -> pd.DataFrame:
     for method, value in PAPER_TABLE3.items():
         if method not in MODELS:  # paper-only rows
             rows.append(dict(method=method, metric="SNLI test 2-class accuracy (%)", paper=value, ours=None,
-                             n_train=None, seconds=None))
+                             n_train=None))
     df = pd.DataFrame(rows)
-    return df[["method", "metric", "paper", "ours", "n_train", "seconds"]]
+    return df[["method", "metric", "paper", "ours", "n_train"]]
+
+
+def train_seconds(runs: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """{dataset: {model: training seconds}}: provenance for the .meta.json, not a table column."""
+    return {d: {m: round(r.seconds, 1) for m, r in run["results"].items()} for d, run in runs.items()}
 
 
 def length_asymmetry(runs: dict[str, dict]) -> pd.DataFrame:

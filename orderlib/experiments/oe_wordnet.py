@@ -15,6 +15,7 @@ import pandas as pd
 from orderlib.data.hypernymy import HypernymyData, make_splits, transitive_closure_predict
 from orderlib.data.wordnet import NounGraph
 from orderlib.train_hypernymy import HypernymyConfig, TrainResult, train_concept_model
+from orderlib.params import boolean, device, one_of, subset_of
 
 PAPER_TABLE1 = {  # Table 1 of Vendrov et al. (2016), test accuracy (%) on 4000 withheld edges
     "transitive closure": 88.2,
@@ -60,6 +61,10 @@ PRESETS = {
                   models={k: {**v, "epochs": 4, "patience": 4} for k, v in _FULL_MODELS.items()},
                   w2g_margins=[1.0, 7.0], w2g_grid_epochs=1, w2g_grid_fraction=0.04),
 }
+
+# Notebook parameters and their valid values (orderlib.params.validate).
+PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "PROTOCOLS": subset_of(["paper", "clean"]),
+              "PROGRESS": boolean}
 
 
 def model_config(name: str, cfg: dict, **overrides) -> HypernymyConfig:
@@ -119,7 +124,6 @@ def table(run: dict) -> pd.DataFrame:
             rows.append(dict(method=name, metric="test accuracy, best epoch chosen on test (%)",
                              paper=None, ours=r["best_test_over_epochs"]))
             rows.append(dict(method=name, metric="epochs trained", paper=None, ours=r["epochs_run"]))
-            rows.append(dict(method=name, metric="train time (s)", paper=None, ours=r["seconds"]))
     df = pd.DataFrame(rows, columns=["method", "metric", "paper", "ours"])
     df["protocol"] = run["protocol"]
     return df

@@ -1,0 +1,104 @@
+"""Validate a notebook's parameters before any work: one call, every problem in one message.
+
+Each experiment module declares `PARAMETERS = {name: validator}`; a notebook calls
+`validate(exp.PARAMETERS, PRESET=PRESET, ...)` right after its `parameters` cell and gets the
+normalised values back (e.g. ROWS "a,b," -> ["a", "b"]), or a ParameterError listing each bad value
+with the valid ones.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable
+
+Validator = Callable[[str, object], object]  # (name, value) -> normalised value, or raise ValueError
+
+
+class ParameterError(ValueError):
+    """A notebook parameter has a value the notebook cannot run with."""
+
+
+def one_of(valid: Iterable) -> Validator:
+    valid = list(valid)
+
+    def check(name, value):
+        if value not in valid:
+            raise ValueError(f"{name}={value!r} is not one of {valid}")
+        return value
+    return check
+
+
+def subset_of(valid: Iterable, allow_none: bool = False) -> Validator:
+    """A list, or a comma-separated string, of values from `valid` (blanks ignored, order kept)."""
+    valid = list(valid)
+
+    def check(name, value):
+        if value is None and allow_none:
+            return None
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)):
+            raise ValueError(f"{name}={value!r} must be a list or a comma-separated string of {valid}")
+        items = [str(v).strip() for v in items if str(v).strip()]
+        unknown = [v for v in items if v not in valid]
+        if unknown or not items:
+            raise ValueError(f"{name}={value!r}: " + (f"unknown {unknown}" if unknown else "nothing chosen")
+                             + f"; valid: {valid}")
+        return items
+    return check
+
+
+def existing(kind: str = "path", optional: bool = True) -> Validator:
+    """None (if optional) or an existing file ("file"), folder ("dir") or either ("path")."""
+    def check(name, value):
+        if value is None and optional:
+            return None
+        if not isinstance(value, (str, Path)) or not str(value):
+            raise ValueError(f"{name}={value!r} must be a {kind}")
+        p = Path(value).expanduser()
+        ok = p.is_file() if kind == "file" else p.is_dir() if kind == "dir" else p.exists()
+        if not ok:
+            raise ValueError(f"{name}={str(value)!r}: no such {kind}")
+        return str(p)
+    return check
+
+
+def positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive integer")
+    return value
+
+
+def boolean(name, value):
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}={value!r} must be True or False")
+    return value
+
+
+def device(name, value):
+    """"auto", "cpu", "cuda" or "cuda:N" (CUDA only where a device is there)."""
+    import torch
+
+    try:
+        d = None if value == "auto" else torch.device(value)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"{name}={value!r} is not a device; use 'auto', 'cpu' or 'cuda'") from None
+    if d is not None and d.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}={value!r} but no CUDA device is available; use 'auto' or 'cpu'")
+    if d is not None and d.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name}={value!r}: only 'cpu' and 'cuda' devices are supported")
+    return value
+
+
+def validate(spec: dict[str, Validator], **params) -> dict:
+    """Return {name: normalised value}; raise ParameterError listing every bad or unknown one."""
+    out, problems = {}, []
+    for name, value in params.items():
+        if name not in spec:
+            problems.append(f"unknown parameter {name} (this notebook takes {list(spec)})")
+            continue
+        try:
+            out[name] = spec[name](name, value)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ParameterError("bad notebook parameters: " + "; ".join(problems))
+    return out

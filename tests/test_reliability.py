@@ -1,0 +1,320 @@
+"""Issue 10: same inputs give the same tables; changed inputs never reuse stale models; concurrent
+runs never share a half-trained checkpoint; damaged files and bad parameters get messages that
+name the file or value and say what to do."""
+import gzip
+import os
+import shutil
+import stat
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from orderlib.checkpoint import code_version, fingerprint, load_checkpoint, locked, save_checkpoint
+from orderlib.paths import DataError
+from orderlib.training import fit
+
+from test_train_entailment import _toy as toy_pairs
+from test_train_retrieval import _toy_split
+
+
+# ---------------------------------------------------------------- same inputs, same tables
+
+def _precomp(folder, n_test=1000, seed=0):
+    folder.mkdir(parents=True)
+    for split, n, s in (("train", 200, seed), ("dev", 100, seed + 1), ("test", n_test, seed + 2)):
+        feats, caps = _toy_split(n, s)
+        (folder / f"{split}_caps.txt").write_text("\n".join(" ".join(c) for c in caps) + "\n")
+        np.save(folder / f"{split}_ims.npy", feats.numpy())
+    return folder
+
+
+def test_table2_library_path_twice_gives_the_same_table(tmp_path):
+    from orderlib.experiments import oe_retrieval as X
+
+    folder = _precomp(tmp_path / "coco_precomp")
+    cfg = {**X.PRESETS["small"], "data": "precomp", "word_dim": 4, "dim": 8, "epochs": 2, "batch": 100,
+           "rows": ["order-embeddings", "order-embeddings (symm.)"]}
+    tables = []
+    for run in ("a", "b"):
+        torch.manual_seed(len(run) + ord(run))  # whatever the global generator holds
+        ex = X.run(cfg, "cpu", tmp_path / run, folder, progress=False)
+        tables.append(X.test_table(ex.trained, cfg))
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert not any(c in tables[0].columns for c in ("seconds", "minutes"))  # no wall clock in a table
+
+
+def test_table3_library_path_twice_gives_the_same_table(tmp_path):
+    import json
+
+    from orderlib.experiments import oe_snli as X
+
+    d = tmp_path / "snli_1.0"
+    d.mkdir()
+    toy = toy_pairs(80, 3)
+    names = ["entailment", "neutral", "contradiction"]
+    for split in ("train", "dev", "test"):
+        (d / f"snli_1.0_{split}.jsonl").write_text("".join(
+            json.dumps({"sentence1": p, "sentence2": h, "gold_label": names[l]}) + "\n"
+            for p, h, l in zip(toy.premises, toy.hypotheses, toy.labels)))
+    cfg = dict(X.PRESETS["small"], data="official", word_dim=8, dim=8, epochs=1)
+    tables = [X.table({"snli": X.run_dataset("snli", cfg, "cpu", tmp_path / run, tmp_path, progress=False)})
+              for run in ("a", "b")]
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert "seconds" not in tables[0].columns
+
+
+def test_table1_library_path_twice_gives_the_same_table(tmp_path):
+    from orderlib.data.wordnet import NounGraph
+    from orderlib.experiments import oe_wordnet as X
+
+    from test_train_hypernymy import chain_forest
+
+    parents = chain_forest(5, 10)
+    graph = NounGraph([f"n{i}" for i in range(len(parents))], parents, "toy", "fp", "toy")
+    small = X.PRESETS["small"]
+    cfg = {**small, "n_test": 20, "n_dev": 20, "dim": 5, "batch": 20, "train_fraction": 1.0,
+           "models": {k: {**v, "epochs": 2, "patience": 2} for k, v in small["models"].items()},
+           "w2g_grid_fraction": 1.0}
+    tables = [X.table(X.run_protocol(graph, "clean", cfg, "cpu", tmp_path / run, progress=False))
+              for run in ("a", "b")]
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    assert "train time (s)" not in set(tables[0].metric)
+
+
+def test_devise_training_twice_gives_the_same_model(toy_items):
+    from orderlib.encoders.cnn import CNNConfig, train_item_cnn
+    from orderlib.train_devise import DeViSEConfig, train_devise
+
+    x, y = toy_items(200)
+    hx, hy = toy_items(60, seed=1)
+    labels = torch.nn.functional.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(0)), dim=1)
+    states = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        cnn, _ = train_item_cnn(x, y, hx, hy, CNNConfig(epochs=1, batch=64, width=4), progress=False)
+        model, _ = train_devise(cnn, x, y, hx, hy, labels, DeViSEConfig(epochs=1, finetune_epochs=1, batch=64),
+                                progress=False)
+        states.append(model.state_dict())
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+
+
+# ---------------------------------------------------------------- changed inputs retrain
+
+def test_changed_data_retrains_and_unchanged_data_resumes(tmp_path):
+    from orderlib.train_retrieval import RetrievalConfig, prepare, train_retrieval_model
+
+    data = prepare({"train": _toy_split(100, 0), "dev": _toy_split(50, 1), "test": _toy_split(50, 2)})
+    cfg = RetrievalConfig(word_dim=4, dim=4, batch=50, epochs=1)
+    ckpt = tmp_path / "m.pt"
+    assert not train_retrieval_model(data, cfg, checkpoint=ckpt, progress=False).resumed
+    key = load_checkpoint(ckpt)["cfg"]
+    assert train_retrieval_model(data, cfg, checkpoint=ckpt, progress=False).resumed  # same inputs: load
+    changed = prepare({"train": _toy_split(100, 7), "dev": _toy_split(50, 1), "test": _toy_split(50, 2)})
+    assert not train_retrieval_model(changed, cfg, checkpoint=ckpt, progress=False).resumed  # a new model
+    new_key = load_checkpoint(ckpt)["cfg"]
+    assert new_key["data"] != key["data"] and new_key["code"] == key["code"]
+
+
+def test_smaller_vocabulary_retrains_instead_of_crashing(tmp_path):
+    """Table 3 on a different, smaller SNLI file crashed with `size mismatch for
+    encoder.words.weight`: now the data key differs and the model trains anew."""
+    from orderlib.train_entailment import EntailmentConfig, prepare, train_entailment_model
+
+    big = prepare(toy_pairs(200, 0), toy_pairs(60, 1), toy_pairs(60, 2))
+    small = prepare(toy_pairs(200, 0).subset(np.arange(2)), toy_pairs(60, 1), toy_pairs(60, 2))
+    assert len(small.vocab) < len(big.vocab)
+    cfg = EntailmentConfig(word_dim=4, dim=4, epochs=1)
+    train_entailment_model(big, cfg, checkpoint=tmp_path / "e.pt", progress=False)
+    r = train_entailment_model(small, cfg, checkpoint=tmp_path / "e.pt", progress=False)
+    assert not r.resumed
+
+
+def test_checkpoint_keys_follow_the_code_and_the_data():
+    import orderlib.train_retrieval as T
+
+    assert code_version(T) == code_version("orderlib.train_retrieval") and len(code_version(T)) == 12
+    assert code_version(T) != code_version("orderlib.train_entailment")
+    a = np.arange(6, dtype=np.float32)
+    assert fingerprint(a) == fingerprint(torch.arange(6, dtype=torch.float32))
+    assert fingerprint(a) != fingerprint(a.reshape(2, 3)) != fingerprint(a.astype(np.float64))
+    assert fingerprint(["a", 1]) != fingerprint(["a", "1"])
+
+
+# ---------------------------------------------------------------- concurrent runs
+
+def test_a_second_run_waits_for_the_checkpoint_then_loads_the_finished_model(tmp_path):
+    ckpt = tmp_path / "m.pt"
+    order, results = [], {}
+
+    def run(name, delay):
+        model = torch.nn.Linear(1, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def epoch(e):
+            order.append((name, e))
+            time.sleep(delay)
+            return 1.0
+
+        results[name] = fit(model, opt, {"k": 1}, epoch, lambda: {"s": 1.0}, "s", 3, 3, ckpt, progress=False)
+
+    first = threading.Thread(target=run, args=("first", 0.2))
+    first.start()
+    time.sleep(0.1)  # the first run holds the lock, mid-epoch 0
+    second = threading.Thread(target=run, args=("second", 0.0))
+    second.start()
+    first.join(), second.join()
+    assert order == [("first", 0), ("first", 1), ("first", 2)]  # the second never trained
+    assert results["second"].resumed and len(results["second"].history) == 3
+
+
+def test_lock_is_exclusive(tmp_path):
+    events = []
+
+    def hold():
+        with locked(tmp_path / "x.pt"):
+            events.append("a in")
+            time.sleep(0.2)
+            events.append("a out")
+
+    t = threading.Thread(target=hold)
+    t.start()
+    time.sleep(0.05)
+    with locked(tmp_path / "x.pt"):
+        events.append("b in")
+    t.join()
+    assert events == ["a in", "a out", "b in"]
+
+
+# ---------------------------------------------------------------- damaged files
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04 truncated zip", b"\x80\x02garbage"])
+def test_damaged_checkpoint_is_set_aside_and_training_restarts(tmp_path, content):
+    ckpt = tmp_path / "m.pt"
+    ckpt.write_bytes(content)
+    model = torch.nn.Linear(1, 1)
+    with pytest.warns(RuntimeWarning, match=r"checkpoint .*m\.pt is damaged .* moved it to .*m\.pt\.damaged"):
+        r = fit(model, torch.optim.SGD(model.parameters(), lr=0.1), {}, lambda e: 1.0, lambda: {"s": 1.0}, "s",
+                2, 2, ckpt, progress=False)
+    assert not r.resumed and len(r.history) == 2
+    assert (tmp_path / "m.pt.damaged").read_bytes() == content
+    assert load_checkpoint(ckpt)["done"]  # a good checkpoint replaced it
+
+
+def test_report_files_are_written_as_a_set_with_normal_permissions(tmp_path, monkeypatch):
+    from orderlib import reports
+
+    meta = dict(preset="small", seed=0, device="cpu", data_source="toy", data_fingerprint="x", wall_time_s=1.0)
+    df = pd.DataFrame([dict(method="a", metric="m", paper=None, ours=1.0)])
+    paths = reports.write_table("t", df, meta, tmp_path)
+    for p in paths.values():
+        assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~_umask()
+    before = {k: p.read_bytes() for k, p in paths.items()}
+
+    def broken(*a, **k):
+        raise RuntimeError("rendering failed")
+
+    monkeypatch.setattr(reports, "to_markdown", broken)
+    with pytest.raises(RuntimeError, match="rendering failed"):
+        reports.write_table("t", df.assign(ours=2.0), meta, tmp_path)
+    assert {k: p.read_bytes() for k, p in paths.items()} == before  # no new CSV beside an old meta.json
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["t.csv", "t.md", "t.meta.json"]  # no temp files left
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.parametrize("reader", ["tsv", "jsonl", "precomp"])
+def test_binary_garbage_names_the_file_and_line(tmp_path, reader):
+    from orderlib.data.entailment import read_pairs_tsv, read_snli_jsonl
+    from orderlib.data.precomp import read_captions
+
+    f = tmp_path / "bad.txt"
+    f.write_bytes(b"a dog\tan animal\t0\n\xff\xfe\x00binary\n")
+    read = {"tsv": read_pairs_tsv, "jsonl": read_snli_jsonl, "precomp": read_captions}[reader]
+    with pytest.raises(DataError, match=r"bad\.txt:2: not UTF-8 text \(byte 0xff"):
+        read(f)
+
+
+DEBIAN_FMNIST = "/usr/share/datasets/fashion-mnist"
+
+
+@pytest.mark.skipif(not os.path.exists(DEBIAN_FMNIST + "/train-images-idx3-ubyte.gz"), reason="needs dataset-fashion-mnist")
+def test_fashion_mnist_setup_repairs_a_truncated_file(tmp_path):
+    from orderlib.data import fashion_mnist as FM
+
+    path, _ = FM.ensure_fashion_mnist(tmp_path)
+    good = FM.fingerprint(tmp_path)
+    f = path / "t10k-images-idx3-ubyte"
+    f.write_bytes(f.read_bytes()[:1000])  # truncated
+    with pytest.raises(DataError, match=r"t10k-images-idx3-ubyte has 1,000 bytes.*run `make data`"):
+        FM.load_fashion_mnist("test", tmp_path)
+    FM.ensure_fashion_mnist(tmp_path)  # what `make data` runs: repairs it
+    assert FM.fingerprint(tmp_path) == good
+    raw = bytearray(f.read_bytes())  # same size, altered content: the manifest catches it
+    raw[5000] ^= 0xFF
+    f.write_bytes(bytes(raw))
+    assert FM.problems(tmp_path) and not FM.problems(tmp_path, deep=False)
+    FM.ensure_fashion_mnist(tmp_path)
+    assert FM.fingerprint(tmp_path) == good
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/share/wordnet/data.noun"), reason="needs Debian's wordnet-base")
+def test_wordnet_setup_repairs_missing_and_truncated_files(tmp_path):
+    from orderlib.data import wordnet as W
+
+    path = W.ensure_wordnet("3.0", tmp_path)
+    (path / "index.noun").unlink()
+    with pytest.raises(DataError, match="missing index.noun"):
+        W.check_wordnet_dir(path, "3.0")
+    assert W.ensure_wordnet("3.0", tmp_path) == path and (path / "index.noun").is_file()  # no loop: repaired
+    noun = path / "data.noun"
+    noun.write_bytes(noun.read_bytes()[: noun.stat().st_size // 2])  # truncated mid-file
+    with pytest.raises(DataError, match=r"WordNet 3.0 at .* is damaged: .*data.noun has .* bytes.*run `make data`"):
+        W.open_wordnet("3.0", tmp_path)
+    W.ensure_wordnet("3.0", tmp_path)
+    assert not W.manifest_problems(path)
+
+
+# ---------------------------------------------------------------- parameters, before any work
+
+def test_notebook_parameters_are_checked_before_any_work(tmp_path, monkeypatch):
+    from orderlib.experiments import devise, oe_retrieval, oe_snli, oe_toy2d, oe_wordnet
+    from orderlib.params import ParameterError, validate
+
+    with pytest.raises(ParameterError, match=r"PRESET='bogus' is not one of \['full', 'small'\]"):
+        validate(oe_wordnet.PARAMETERS, PRESET="bogus")
+    with pytest.raises(ParameterError, match=r"DATA='offical' is not one of \['embedded', 'official'\]"):
+        validate(oe_snli.PARAMETERS, PRESET="small", DATA="offical")
+    with pytest.raises(ParameterError, match=r"ROWS='nonsense': unknown \['nonsense'\]; valid: \['order-embeddings'"):
+        oe_retrieval.check_parameters(PRESET="small", ROWS="nonsense")
+    assert oe_retrieval.check_parameters(ROWS="order-embeddings,")["ROWS"] == ["order-embeddings"]  # trailing comma
+    with pytest.raises(ParameterError, match=r"PROTOCOLS=\['paper', 'clen'\]: unknown \['clen'\]"):
+        validate(oe_wordnet.PARAMETERS, PROTOCOLS=["paper", "clen"])
+    with pytest.raises(ParameterError, match=r"WORD_VECTORS='.*nope.txt': no such file"):
+        validate(devise.PARAMETERS, WORD_VECTORS=str(tmp_path / "nope.txt"))
+    with pytest.raises(ParameterError, match="WORDNET='3.2' is not one of"):
+        validate(oe_toy2d.PARAMETERS, WORDNET="3.2")
+    with pytest.raises(ParameterError, match="unknown parameter PRESTE"):
+        validate(oe_toy2d.PARAMETERS, PRESTE="small")
+    with pytest.raises(ParameterError, match=r"DATA='precomp' needs DATA_DIR"):
+        oe_retrieval.check_parameters(DATA="precomp")
+    with pytest.raises(ParameterError, match=r"lacks \['train_caps.txt'"):
+        oe_retrieval.check_parameters(DATA="precomp", DATA_DIR=str(tmp_path))
+    with pytest.raises(ValueError, match="unknown data 'offical'"):
+        oe_snli.splits("snli", {**oe_snli.PRESETS["small"], "data": "offical"})
+
+
+def test_a_precomp_test_split_too_small_fails_before_training(tmp_path, monkeypatch):
+    from orderlib.experiments import oe_retrieval as X
+
+    folder = _precomp(tmp_path / "coco_precomp", n_test=300)
+    monkeypatch.setattr(X, "train_rows", lambda *a, **k: pytest.fail("trained before checking the test split"))
+    with pytest.raises(ValueError, match="multiple of 1000 images, got 300"):
+        X.run({**X.PRESETS["small"], "data": "precomp"}, "cpu", tmp_path / "w", folder, progress=False)
