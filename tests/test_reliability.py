@@ -17,7 +17,7 @@ from orderlib.checkpoint import code_version, fingerprint, load_checkpoint, lock
 from orderlib.paths import DataError
 from orderlib.training import fit
 
-from test_train_entailment import _toy as toy_pairs
+from test_train_entailment import _toy as toy_pairs, write_snli_1_0
 from test_train_retrieval import _toy_split
 
 
@@ -48,18 +48,9 @@ def test_table2_library_path_twice_gives_the_same_table(tmp_path):
 
 
 def test_table3_library_path_twice_gives_the_same_table(tmp_path):
-    import json
-
     from orderlib.experiments import oe_snli as X
 
-    d = tmp_path / "snli_1.0"
-    d.mkdir()
-    toy = toy_pairs(80, 3)
-    names = ["entailment", "neutral", "contradiction"]
-    for split in ("train", "dev", "test"):
-        (d / f"snli_1.0_{split}.jsonl").write_text("".join(
-            json.dumps({"sentence1": p, "sentence2": h, "gold_label": names[l]}) + "\n"
-            for p, h, l in zip(toy.premises, toy.hypotheses, toy.labels)))
+    write_snli_1_0(tmp_path, toy_pairs(80, 3))
     cfg = dict(X.PRESETS["small"], data="official", word_dim=8, dim=8, epochs=1)
     tables = [X.table({"snli": X.run_dataset("snli", cfg, "cpu", tmp_path / run, tmp_path, progress=False)})
               for run in ("a", "b")]

@@ -182,3 +182,21 @@ def test_evaluation_holds_one_bounded_block_of_the_penalty_matrix_at_a_time(monk
     assert len(blocks) > 10
     ref_i2t, ref_t2i = retrieval_ranks(im, cap, "order", 5, block=10**6)
     assert i2t == ref_i2t and t2i == ref_t2i
+
+
+def test_index_rule_is_the_reference_loop_with_a_stable_sort():
+    """The authors' evaluation sorts each query's errors (numpy.argsort, ascending) and takes the
+    first position of a ground truth; with a stable sort that is the "index" rule, ties and all."""
+    g = torch.Generator().manual_seed(11)
+    im, cap = (torch.rand(30, 5, generator=g) * 3).round() / 3, (torch.rand(150, 5, generator=g) * 3).round() / 3
+    pen = order_violation_matrix(im, cap).numpy()  # (30, 150), many exact ties
+    i2t_ref = [1 + min(int(np.flatnonzero(np.argsort(pen[i], kind="stable") == j)[0]) for j in range(5 * i, 5 * i + 5))
+               for i in range(30)]
+    t2i_ref = [1 + int(np.flatnonzero(np.argsort(pen[:, j], kind="stable") == j // 5)[0]) for j in range(150)]
+    i2t, t2i = retrieval_ranks(im, cap, "order", 5)
+    assert i2t.ranks("index").tolist() == i2t_ref and t2i.ranks("index").tolist() == t2i_ref
+    assert (i2t.tied > 0).any()  # the case is not trivial
+    # R@K under "index" is the reference code's 100 * mean(rank0 < K)
+    m = rank_metrics(i2t, ties="index")
+    assert m["R@5"] == pytest.approx(100 * np.mean(np.array(i2t_ref) - 1 < 5))
+    assert m["median rank"] == np.floor(np.median(np.array(i2t_ref) - 1)) + 1

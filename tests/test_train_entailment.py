@@ -93,19 +93,23 @@ def test_training_does_not_touch_global_rng(toy_data):
     assert torch.equal(torch.rand(1), before)
 
 
-def test_table3_splits_majority_and_table(tmp_path):
+def write_snli_1_0(root, toy: PairSet) -> None:
+    """An official-layout `snli_1.0/` folder under root whose three splits all hold `toy`."""
     import json
 
-    from orderlib.experiments import oe_snli as X
-
-    d = tmp_path / "snli_1.0"
+    d = root / "snli_1.0"
     d.mkdir()
-    toy = _toy(120, 3)
     names = ["entailment", "neutral", "contradiction"]
     for split in ("train", "dev", "test"):
         (d / f"snli_1.0_{split}.jsonl").write_text("".join(
             json.dumps({"sentence1": p, "sentence2": h, "gold_label": names[l]}) + "\n"
             for p, h, l in zip(toy.premises, toy.hypotheses, toy.labels)))
+
+
+def test_table3_splits_majority_and_table(tmp_path):
+    from orderlib.experiments import oe_snli as X
+
+    write_snli_1_0(tmp_path, _toy(120, 3))
     cfg = dict(X.PRESETS["small"], data="official", word_dim=8, dim=8, epochs=1, train_limit=50)
     train, dev, test, how = X.splits("snli", cfg, tmp_path)
     assert len(train) == 50 and len(dev) == len(test) == 120 and "official" in how
