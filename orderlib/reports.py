@@ -21,13 +21,14 @@ REQUIRED_COLUMNS = ("method", "metric", "paper", "ours")
 
 
 def git_commit(root: Path | None = None) -> str:
-    """Return the current commit (with '-dirty' if the tree has changes), or 'unknown'."""
+    """Return the current commit (with '-dirty' if tracked files other than the generated
+    reports/ differ from it: a run of several notebooks rewrites reports/ as it goes), or 'unknown'."""
     root = root or repo_root()
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"],
+                               cwd=root, capture_output=True, text=True, check=True).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -57,3 +57,23 @@ def test_environment_yml_installs_the_one_dependency_list():
     assert '-e ".[dev]"' in text
     pip_lines = [ln.strip() for ln in text.split("- pip:")[1].splitlines() if ln.strip().startswith("-")]
     assert pip_lines == ['- -e ".[dev]"']  # no second list to drift
+
+
+def test_git_commit_ignores_generated_reports_but_not_code(tmp_path):
+    import subprocess
+
+    from orderlib.reports import git_commit
+
+    run = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)
+    run("init", "-q")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "t.csv").write_text("a\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    run("add", ".")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    sha = git_commit(tmp_path)
+    assert len(sha) == 40
+    (tmp_path / "reports" / "t.csv").write_text("b\n")  # an earlier notebook of the same run wrote it
+    assert git_commit(tmp_path) == sha
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_commit(tmp_path) == sha + "-dirty"
