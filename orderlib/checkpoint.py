@@ -108,7 +108,8 @@ def fingerprint(*parts) -> str:
         elif isinstance(x, dict):
             h.update(b"{")
             for k in sorted(x, key=repr):
-                feed(k), feed(x[k])
+                feed(k)
+                feed(x[k])
             h.update(b"}")
         elif isinstance(x, (list, tuple)):
             h.update(b"[%d" % len(x))

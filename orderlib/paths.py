@@ -46,11 +46,11 @@ def write_manifest(folder: Path, names: Iterable[str]) -> None:
     """Record the size and sha256 of the files `names` in `folder`/MANIFEST.json (set-up's receipt)."""
     import json
 
+    from orderlib.checkpoint import atomic_write_text
+
     folder = Path(folder)
     entries = {n: {"bytes": (folder / n).stat().st_size, "sha256": sha256_files([folder / n])} for n in sorted(names)}
-    tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(entries, indent=1) + "\n")
-    os.replace(tmp, folder / MANIFEST)
+    atomic_write_text(folder / MANIFEST, json.dumps(entries, indent=1) + "\n")
 
 
 def manifest_problems(folder: Path) -> list[str]:

@@ -4,7 +4,6 @@ epoch by held-out hit@1 over the training labels."""
 from __future__ import annotations
 
 import copy
-import hashlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from tqdm.auto import tqdm
 from orderlib.encoders.cnn import ItemCNN, _augment, item_features, to_input
 from orderlib.encoders.devise import DeViSE
 from orderlib.losses import hinge_rank
-from orderlib.checkpoint import code_version, fingerprint as data_fingerprint
+from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import fit, seeded_rng
 
 
@@ -100,12 +99,9 @@ def train_devise(cnn: ItemCNN, images: np.ndarray, labels: np.ndarray, held_imag
         return total / len(steps)
 
     ckpt = (lambda name: Path(checkpoint_dir) / name) if checkpoint_dir else (lambda name: None)
-    # a checkpoint belongs to these label vectors and this CNN: resuming with others would be wrong
-    fingerprint = hashlib.sha256(t.cpu().numpy().tobytes())
-    for v in cnn.state_dict().values():
-        fingerprint.update(v.cpu().numpy().tobytes())
-    base = {**asdict(cfg), "labels": int(t.shape[0]), "n": int(len(y)), "inputs": fingerprint.hexdigest(),
-            "data": data_fingerprint(images, labels, held_images, held_labels),
+    # a checkpoint belongs to these label vectors, this CNN, these images and this code
+    base = {**asdict(cfg), "labels": int(t.shape[0]), "n": int(len(y)),
+            "data": fingerprint(t, cnn.state_dict(), images, labels, held_images, held_labels),
             "code": code_version("orderlib.train_devise", "orderlib.training", "orderlib.encoders.devise",
                                  "orderlib.encoders.cnn", "orderlib.losses")}
     opt = torch.optim.Adam(model.M.parameters(), lr=cfg.lr)

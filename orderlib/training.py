@@ -67,7 +67,7 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
         if state is not None and state["cfg"] != cfg:
             state = None  # a different run: start over
         start, history, best, best_state, done, seconds = 0, [], (float("-inf"), -1), None, False, 0.0
-        trained_at = git_commit()
+        trained_at = git_commit() if state is None else None
         if state is not None:
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["opt"])

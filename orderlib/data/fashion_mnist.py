@@ -64,9 +64,13 @@ def problems(root: Path | None = None, deep: bool = True) -> list[str]:
     """What is wrong with the installed idx files: missing or wrongly sized files; with `deep`,
     also files that differ from what set-up wrote (its MANIFEST.json)."""
     dst = raw_dir(root)
-    out = [f"{dst / n} is missing" if not (dst / n).is_file() else
-           f"{dst / n} has {(dst / n).stat().st_size:,} bytes, expected {RAW_BYTES[n]:,}"
-           for n in RAW_FILES if not (dst / n).is_file() or (dst / n).stat().st_size != RAW_BYTES[n]]
+    out = []
+    for n in RAW_FILES:
+        f = dst / n
+        if not f.is_file():
+            out.append(f"{f} is missing")
+        elif f.stat().st_size != RAW_BYTES[n]:
+            out.append(f"{f} has {f.stat().st_size:,} bytes, expected {RAW_BYTES[n]:,}")
     return out or (manifest_problems(dst) if deep else [])
 
 

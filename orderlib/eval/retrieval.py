@@ -38,6 +38,13 @@ PENALTY_MATRICES: dict[str, PenaltyMatrix] = {
 
 TIES = ("expected", "pessimistic", "optimistic", "index")
 PRIMARY_TIES = "expected"
+# Report columns: `ours` holds the primary rule, these the others.
+TIE_COLUMNS = {"pessimistic": "ties against", "optimistic": "ties for", "index": "ties by index"}
+
+
+def tie_columns(by_rule: dict) -> dict:
+    """{tie rule: value} -> the report columns {"ours": primary, "ties against": ..., ...}."""
+    return {"ours": by_rule[PRIMARY_TIES], **{col: by_rule[rule] for rule, col in TIE_COLUMNS.items()}}
 
 
 class NonFiniteEmbeddings(ValueError):

@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from orderlib.eval.retrieval import PRIMARY_TIES, TargetRanks, ranks_of_targets
-from orderlib.experiments.oe_retrieval import TIE_COLUMNS
+from orderlib.eval.retrieval import TIES, TargetRanks, ranks_of_targets, tie_columns
 from orderlib.train_retrieval import CAPTIONS_PER_IMAGE, CaptionedImages, embed
 
 PAPER_SEC46 = {
@@ -72,8 +71,7 @@ def detail_metrics(model, split: CaptionedImages, k: int = 100) -> dict[str, dic
         short, long = image_ranks(model, ims, caps, pairs[:, 0]), image_ranks(model, ims, caps, pairs[:, 1])
         every = image_ranks(model, ims, caps, np.arange(len(caps)))
         longer = caption_ranks(model, caps, pairs)
-    rules = (PRIMARY_TIES, *TIE_COLUMNS)
-    f = lambda r: {rule: float(r.ranks(rule).double().mean()) for rule in rules}
+    f = lambda r: {rule: float(r.ranks(rule).double().mean()) for rule in TIES}
     gap = float((split.lengths[pairs[:, 1]] - split.lengths[pairs[:, 0]]).double().mean())
     return {
         "image retrieval mean rank, 100 most length-different pairs": f(TargetRanks.cat([short, long])),
@@ -81,13 +79,13 @@ def detail_metrics(model, split: CaptionedImages, k: int = 100) -> dict[str, dic
         "image retrieval mean rank, longer captions of those pairs": f(long),
         "image retrieval mean rank, all dev captions": f(every),
         "caption retrieval: mean rank of the longer caption, shorter as query": f(longer),
-        "mean length difference of those pairs (words)": {rule: gap for rule in rules},
+        "mean length difference of those pairs (words)": {rule: gap for rule in TIES},
     }
 
 
 def detail_table(models: dict, split: CaptionedImages, k: int = 100) -> pd.DataFrame:
     """Long table: method, metric, paper, ours (primary tie rule), the other tie rules."""
-    rows = [dict(method=method, metric=metric, paper=PAPER_SEC46.get((method, metric)), ours=v[PRIMARY_TIES],
-                 **{col: v[rule] for rule, col in TIE_COLUMNS.items()}, target_images=len(split))
+    rows = [dict(method=method, metric=metric, paper=PAPER_SEC46.get((method, metric)), **tie_columns(v),
+                 target_images=len(split))
             for method, model in models.items() for metric, v in detail_metrics(model, split, k).items()]
     return pd.DataFrame(rows)

@@ -27,8 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from orderlib.data.scenes import Lexicon, Scenes, caption_tokenize, noun_phrase, MASS_NOUNS
-from orderlib.eval.retrieval import PRIMARY_TIES, TIES, topk_hits
-from orderlib.experiments.oe_retrieval import TIE_COLUMNS
+from orderlib.eval.retrieval import TIES, tie_columns, topk_hits
 from orderlib.train_retrieval import embed
 
 CLASS_WORDS = {"jersey.n.03": "t-shirt", "gym_shoe.n.01": "sneaker"}  # else the first lemma
@@ -131,6 +130,5 @@ def regularities_table(models: dict, vocab, split, scenes: Scenes, lex: Lexicon)
         comp, ex_c = composition(model, vocab, split, scenes, lex)
         abst, ex_a = abstraction(model, vocab, split, scenes, lex)
         examples[method] = (ex_c, ex_a)
-        rows += [dict(method=method, metric=m, paper=None, ours=v[PRIMARY_TIES],
-                      **{col: v[rule] for rule, col in TIE_COLUMNS.items()}) for m, v in {**comp, **abst}.items()]
+        rows += [dict(method=method, metric=m, paper=None, **tie_columns(v)) for m, v in {**comp, **abst}.items()]
     return pd.DataFrame(rows), examples

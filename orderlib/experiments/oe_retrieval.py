@@ -24,7 +24,7 @@ from orderlib.data.precomp import load_precomp
 from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, make_scenes
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
-from orderlib.eval.retrieval import PRIMARY_TIES, TIES, evaluate_retrieval, rank_metrics, retrieval_ranks
+from orderlib.eval.retrieval import TIE_COLUMNS, TIES, evaluate_retrieval, rank_metrics, retrieval_ranks, tie_columns
 from orderlib.params import ParameterError, device, existing, one_of, positive_int, subset_of, validate
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
@@ -208,8 +208,6 @@ def long_metrics(size: str, m: dict) -> dict[str, float]:
     return out
 
 
-# Columns of a retrieval table: `ours` under the primary tie rule, then the other rules.
-TIE_COLUMNS = {"pessimistic": "ties against", "optimistic": "ties for", "index": "ties by index"}
 TIES_NOTE = ("ours: exact expectation under uniformly random tie-breaking (repeated caption texts embed "
              "identically); 'ties against' / 'ties for': every tie counted against / for the model, the two "
              "exact bounds; 'ties by index': ties broken by candidate index, what the authors' evaluation.py "
@@ -219,11 +217,10 @@ TIES_NOTE = ("ours: exact expectation under uniformly random tie-breaking (repea
 def long_rows(method: str, size: str, by_rule: dict) -> list[dict]:
     """Long rows for one model and test size from evaluate_retrieval(..., ties=TIES): `ours` under
     the primary rule, one column per other rule."""
-    primary = long_metrics(size, by_rule[PRIMARY_TIES])
-    others = {col: long_metrics(size, by_rule[rule]) for rule, col in TIE_COLUMNS.items()}
-    return [dict(method=method, metric=metric, paper=PAPER_TABLE2.get((method, metric)), ours=v,
-                 **{col: others[col][metric] for col in TIE_COLUMNS.values()})
-            for metric, v in primary.items()]
+    flat = {rule: long_metrics(size, m) for rule, m in by_rule.items()}  # rule -> metric -> value
+    return [dict(method=method, metric=metric, paper=PAPER_TABLE2.get((method, metric)),
+                 **tie_columns({rule: flat[rule][metric] for rule in TIES}))
+            for metric in flat[TIES[0]]]
 
 
 def test_table(trained: TrainedRows, cfg: dict) -> pd.DataFrame:
