@@ -27,20 +27,21 @@ MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST train pixel statistics (of x / 255)
 
 
 def to_input(images: np.ndarray | torch.Tensor, device=None) -> torch.Tensor:
-    """uint8 (B, H, W) -> normalised float (B, 1, H, W)."""
+    """uint8 (B, H, W) grey or (B, H, W, 3) colour -> normalised float (B, 1 or 3, H, W)."""
     x = torch.as_tensor(images, device=device).float().div_(255.0)
-    return ((x - MEAN) / STD)[:, None]
+    x = (x - MEAN) / STD
+    return x.permute(0, 3, 1, 2) if x.dim() == 4 else x[:, None]
 
 
 class ItemCNN(nn.Module):
     """Three conv blocks (3x3 conv, batch norm, ReLU; 2x2 max-pool after the first two), global
     average pooling and a linear classifier. Fully convolutional: any canvas size goes in."""
 
-    def __init__(self, n_classes: int = 10, width: int = 16):
+    def __init__(self, n_classes: int = 10, width: int = 16, in_channels: int = 1):
         super().__init__()
         w = width
         block = lambda i, o: [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True)]
-        self.trunk = nn.Sequential(*block(1, w), nn.MaxPool2d(2), *block(w, 2 * w), nn.MaxPool2d(2),
+        self.trunk = nn.Sequential(*block(in_channels, w), nn.MaxPool2d(2), *block(w, 2 * w), nn.MaxPool2d(2),
                                    *block(2 * w, 4 * w))
         self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(4 * w, n_classes))
         self.channels = 4 * w
@@ -65,6 +66,7 @@ class CNNConfig:
     shift: int = 2  # random translation of up to this many pixels, as items sit in their slots
     seed: int = 0
     classes: tuple[int, ...] | None = None  # train on these labels only (zero-shot held-outs excluded)
+    in_channels: int = 1  # 3: colour images, uint8 (N, H, W, 3)
 
 
 def _augment(x: torch.Tensor, shift: int, g: torch.Generator) -> torch.Tensor:
@@ -92,7 +94,7 @@ def train_item_cnn(images: np.ndarray, labels: np.ndarray, held_images: np.ndarr
     hx, hy = torch.as_tensor(held_images[hkeep]), torch.as_tensor(remap[held_labels[hkeep]])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        model = ItemCNN(len(classes), cfg.width).to(device)
+        model = ItemCNN(len(classes), cfg.width, cfg.in_channels).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
     def one_epoch(epoch: int) -> float:
@@ -128,7 +130,7 @@ def train_item_cnn(images: np.ndarray, labels: np.ndarray, held_images: np.ndarr
 
 @torch.no_grad()
 def predict(model: ItemCNN, images, batch: int = 1024) -> np.ndarray:
-    """Class indices (model numbering) for uint8 (N, 28, 28) images."""
+    """Class indices (model numbering) for uint8 (N, H, W) or (N, H, W, 3) images."""
     model.eval()
     device = next(model.parameters()).device
     return np.concatenate([model(to_input(images[i:i + batch], device)).argmax(1).cpu().numpy()
@@ -137,7 +139,7 @@ def predict(model: ItemCNN, images, batch: int = 1024) -> np.ndarray:
 
 @torch.no_grad()
 def item_features(model: ItemCNN, images, batch: int = 1024) -> torch.Tensor:
-    """(N, C) penultimate features of single items (uint8 (N, 28, 28))."""
+    """(N, C) penultimate features of single items (uint8 (N, H, W) or (N, H, W, 3))."""
     model.eval()
     device = next(model.parameters()).device
     out = [model.features(to_input(images[i:i + batch], device)).cpu() for i in range(0, len(images), batch)]
