@@ -151,3 +151,15 @@ def locked(path: Path):
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def cached(path: Path, key: str, build):
+    """build(), cached in `path` under `key` (which must name the inputs and the code version):
+    a stored value of another key is rebuilt over."""
+    with locked(path):
+        state = load_checkpoint(path)
+        if state is not None and state.get("key") == key:
+            return state["value"]
+        value = build()
+        save_checkpoint(path, {"key": key, "value": value})
+        return value

@@ -105,3 +105,55 @@ def plot_label_predictions(trained: dict, spaces, test, idx, exp, candidates=Non
                         fontweight="bold" if lab == true else "normal", transform=ax.transAxes)
     fig.tight_layout()
     return fig
+
+
+def plot_attribute_grid(images, attrs, objs, title: str = ""):
+    """Fashion-MNIST Attributes: images (A, O, H, W, 3), one row per attribute, one column per object."""
+    import matplotlib.pyplot as plt
+
+    n_a, n_o = len(attrs), len(objs)
+    fig, axes = plt.subplots(n_a, n_o, figsize=(0.9 * n_o + 1, 0.9 * n_a), squeeze=False)
+    for a in range(n_a):
+        for o in range(n_o):
+            _show(axes[a, o], images[a][o])
+            if o == 0:
+                axes[a, o].set_ylabel(attrs[a], fontsize=8, rotation=0, ha="right", va="center")
+            if a == 0:
+                axes[a, o].set_title(objs[o], fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_pair_predictions(images, examples, ncols: int = 5):
+    """Images of unseen pairs with their top-5 predicted pairs (the right one in green).
+    examples: [(image index, ground truth, [pred@1, ...]), ...]."""
+    import matplotlib.pyplot as plt
+
+    nrows = -(-len(examples) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 3.2 * nrows), squeeze=False)
+    for ax, (i, gt, preds) in zip(axes.flat, examples):
+        _show(ax, images[i], f"GT: {gt}", "tab:green" if preds[0] == gt else "tab:red")
+        ax.set_xlabel("\n".join(f"{r + 1}. {p}" + (" *" if p == gt else "") for r, p in enumerate(preds)),
+                      fontsize=7, loc="left")
+    for ax in axes.flat[len(examples):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def plot_arithmetic(images, examples, ncols: int = 3):
+    """Vector arithmetic examples: image - F(old) + F(new) and the pairs it retrieves.
+    examples: [(image index, ground truth, kind, old word, new word, [top-5]), ...]."""
+    import matplotlib.pyplot as plt
+
+    nrows = -(-len(examples) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.3 * nrows), squeeze=False)
+    for ax, (i, gt, kind, old, new, top) in zip(axes.flat, examples):
+        _show(ax, images[i], textwrap.fill(f"[{gt}] - F({old}) + F({new})", 30))
+        ax.set_xlabel("\n".join(f"{r + 1}. {p}" for r, p in enumerate(top)), fontsize=7, loc="left")
+    for ax in axes.flat[len(examples):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig

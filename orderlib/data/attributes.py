@@ -30,7 +30,7 @@ import numpy as np
 from scipy import ndimage
 
 from orderlib.data.fashion_mnist import CLASSES, SYNSETS, FashionMNIST
-from orderlib.data.scenes import SOURCES
+from orderlib.data.scenes import SOURCES, source_range
 
 VERSION = "fmnist-attributes-v1"
 CANVAS, ITEM = 32, 28
@@ -220,13 +220,7 @@ class AttributeImages:
 
 
 def _items_by_class(source: FashionMNIST, split: str) -> list[np.ndarray]:
-    if split not in SOURCES:
-        raise ValueError(f"unknown split {split!r}; expected one of {list(SOURCES)}")
-    fm_split, lo, hi = SOURCES[split]
-    if source.split != fm_split:
-        raise ValueError(f"{split} images take items from Fashion-MNIST {fm_split}, got {source.split}")
-    if len(source) < hi:
-        raise ValueError(f"Fashion-MNIST {fm_split} has {len(source)} images; {split} images need {hi}")
+    lo, hi = source_range(source, split, "images")
     return [lo + np.flatnonzero(source.labels[lo:hi] == c) for c in range(len(CLASSES))]
 
 

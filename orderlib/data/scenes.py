@@ -225,16 +225,23 @@ def make_captions(labels: np.ndarray, lex: Lexicon, rng: np.random.Generator) ->
     return caps, claims
 
 
-def make_scenes(source: FashionMNIST, split: str, n: int, lex: Lexicon, seed: int = 0) -> Scenes:
-    """Generate `n` scenes of `split` ("train", "dev", "test") from the matching Fashion-MNIST
-    items (see SOURCES), deterministically from (split, seed)."""
+def source_range(source: FashionMNIST, split: str, what: str = "scenes") -> tuple[int, int]:
+    """The item range [lo, hi) of `source` that `split` ("train", "dev", "test") draws from
+    (SOURCES); errors if `source` is the wrong Fashion-MNIST split or too short."""
     if split not in SOURCES:
         raise ValueError(f"unknown split {split!r}; expected one of {list(SOURCES)}")
     fm_split, lo, hi = SOURCES[split]
     if source.split != fm_split:
-        raise ValueError(f"{split} scenes take items from Fashion-MNIST {fm_split}, got {source.split}")
+        raise ValueError(f"{split} {what} take items from Fashion-MNIST {fm_split}, got {source.split}")
     if len(source) < hi:
-        raise ValueError(f"Fashion-MNIST {fm_split} has {len(source)} images; {split} scenes need {hi}")
+        raise ValueError(f"Fashion-MNIST {fm_split} has {len(source)} images; {split} {what} need {hi}")
+    return lo, hi
+
+
+def make_scenes(source: FashionMNIST, split: str, n: int, lex: Lexicon, seed: int = 0) -> Scenes:
+    """Generate `n` scenes of `split` ("train", "dev", "test") from the matching Fashion-MNIST
+    items (see SOURCES), deterministically from (split, seed)."""
+    lo, hi = source_range(source, split, "scenes")
     rng = np.random.default_rng([seed, list(SOURCES).index(split), n])
     items = np.full((n, 4), -1, np.int64)
     labels = np.full((n, 4), -1, np.int64)

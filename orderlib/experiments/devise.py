@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from orderlib.checkpoint import code_version, load_checkpoint, locked, save_checkpoint
+from orderlib.checkpoint import cached, code_version
 from orderlib.data.fashion_mnist import CLASSES, SYNSETS, ensure_fashion_mnist, load_fashion_mnist
 from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.data.hypernymy import make_splits
@@ -101,17 +101,6 @@ class LabelSpaces:
     notes: dict
 
 
-def _cached(path: Path, key: str, build):
-    """build(), cached in `path` under `key` (which must name the inputs and the code version)."""
-    with locked(path):
-        state = load_checkpoint(path)
-        if state is not None and state.get("key") == key:
-            return state["value"]
-        value = build()
-        save_checkpoint(path, {"key": key, "value": value})
-        return value
-
-
 def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) -> LabelSpaces:
     """Skip-gram label vectors from WordNet glosses (or, with cfg["word_vectors"], from a word2vec /
     GloVe text file), random unit vectors, and a WordNet order-embedding of all nouns (each built
@@ -138,11 +127,11 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
         path = Path(cfg["word_vectors"])
         stat = path.stat() if path.exists() else None
         sg_key = f"{graph.fingerprint}|{path.resolve()}|{stat and (stat.st_size, stat.st_mtime_ns)}|{code_version(lemma_vectors.__module__)}"
-        sg = _cached(Path(workdir) / "file_labels.pt", sg_key, from_file)
+        sg = cached(Path(workdir) / "file_labels.pt", sg_key, from_file)
     else:
         sg_key = (f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|sif|"
                   f"{code_version(train_skipgram.__module__, definition_vectors.__module__)}")
-        sg = _cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
+        sg = cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
     rng = np.random.default_rng(cfg["seed"])
     rand = rng.standard_normal((len(graph.names), sg["vectors"].shape[1])).astype(np.float32)
     rand /= np.linalg.norm(rand, axis=1, keepdims=True)
@@ -153,7 +142,7 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
         r = train_concept_model(data, hc, device, Path(workdir) / "order_labels_train.pt", progress)
         return {"vectors": r.model.emb.weight.detach().cpu().numpy(), "test_accuracy": r.test_accuracy}
 
-    order = _cached(Path(workdir) / "order_labels.pt",
+    order = cached(Path(workdir) / "order_labels.pt",
                     f"{graph.fingerprint}|{sorted(cfg['order'].items())}|{cfg['seed']}|{code_version(*HYPERNYMY_CODE)}",
                     build_order)
     notes = {"text vectors": sg.get("file", "skip-gram on WordNet 3.0 glosses and examples"),

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from orderlib.checkpoint import code_version, fingerprint
+from orderlib.checkpoint import cached, code_version, fingerprint
 from orderlib.data.attributes import (ATTRIBUTES, ATTRS, OBJECTS, VERSION, make_attribute_images, plain_images,
                                       render_item, split_pairs)
 from orderlib.data.fashion_mnist import SYNSETS, ensure_fashion_mnist, load_fashion_mnist
@@ -30,7 +30,6 @@ from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, train_item_
 from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, lemma_vectors, load_word_vectors,
                                         train_skipgram, wordnet_corpus)
 from orderlib.eval.compositional import accuracy_at_bias, context_dependence, generalised_sweep, topk_accuracy
-from orderlib.experiments.devise import _cached
 from orderlib.params import device, existing, one_of
 from orderlib.train_composition import CRF, CompositionConfig, predict_scores, train_recogniser
 
@@ -56,7 +55,7 @@ ROWS = {
     "VSE++, RNN (LSTM) text encoder": dict(model="vse", composer="lstm"),
     "VSE++, RNN (GRU) text encoder": dict(model="vse", composer="gru"),
     "VSE++, RNN (LSTM) + finetune": dict(model="vse", composer="lstm", finetune=True),
-    "order-embeddings, RNN (LSTM)": dict(model="order", composer="lstm", margin=0.05),
+    "order-embeddings, RNN (LSTM)": dict(model="order", composer="lstm", margin=0.05, lr=1e-3),
     "CompCos-style cosine classifier": dict(model="compcos", composer="mlp", lr=1e-3),
 }
 MAIN = "VSE++, RNN (LSTM) text encoder"  # the model of Tables 2 and 3
@@ -72,7 +71,8 @@ PRESETS = {
                   train=dict(epochs=3, dim=64, hidden=64, tensor_dim=8, batch=32), finetune_epochs=1,
                   context_items=8),
 }
-PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "WORD_VECTORS": existing("file")}
+PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "WORD_VECTORS": existing("file"),
+              "MIT_STATES": existing("dir"), "MIT_FEATURES": existing("file")}
 
 
 @dataclass
@@ -128,7 +128,7 @@ def word_vectors(cfg: dict, workdir: Path) -> tuple[np.ndarray, dict]:
         return definition_vectors(wv, [wn.synset(n) for n in names], counts)
 
     key = f"{names}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|{code_version(train_skipgram.__module__)}"
-    vec = _cached(Path(workdir) / "word_vectors.pt", key, build)
+    vec = cached(Path(workdir) / "word_vectors.pt", key, build)
     return vec, {"text vectors": "skip-gram on WordNet 3.0 glosses (definition vectors of each word's synset)"}
 
 
@@ -378,3 +378,53 @@ def data_fingerprint(task: Task) -> str:
 
 def train_seconds(trained: dict) -> dict:
     return {k: round(v["seconds"], 1) for k, v in trained.items()}
+
+
+def mit_states_task(cfg: dict, root: str | Path, features: str | Path | None, workdir: Path) -> tuple[Task, np.ndarray]:
+    """MIT-States under the natural split (seen = train pairs; val / test unseen = their pairs not
+    in train), with precomputed image features (an .npz of `files` and `features`) or, without
+    one, ResNet-101 features computed here (torchvision downloads the ImageNet weights). Word
+    vectors: the words' own vectors from WORD_VECTORS, else from the WordNet-gloss skip-gram."""
+    from orderlib.data.mit_states import image_features, load_features, load_mit_states
+
+    data = load_mit_states(root, "natural")
+    feats = {}
+    for split in ("train", "val", "test"):
+        if features:
+            x = load_features(features, data.images[split])
+        else:
+            x = cached(Path(workdir) / f"mit_states_{split}_features.pt", f"{root}|{split}|{len(data.images[split])}",
+                        lambda: image_features(data.image_paths(split)))
+        feats[split] = torch.as_tensor(np.asarray(x), dtype=torch.float32)
+    train_pairs = {tuple(p) for p in data.pair_index("train").tolist()}
+    pairs = {"seen": data.pair_index("train")}
+    for split in ("val", "test"):
+        p = data.pair_index(split)
+        pairs[f"{split}_unseen"] = p[[tuple(q) not in train_pairs for q in p.tolist()]]
+    task = Task(list(data.attrs), list(data.objs), pairs, feats, dict(data.labels),
+                notes={"data": f"MIT-States natural split at {Path(root).name}",
+                       "images": {k: len(v) for k, v in data.labels.items()},
+                       "pairs": {k: len(v) for k, v in pairs.items()}})
+    return task, token_vectors(cfg, task.attrs + task.objs, workdir)
+
+
+def token_vectors(cfg: dict, words: list[str], workdir: Path) -> np.ndarray:
+    """(len(words), d) unit vectors of the words themselves ("ancient_building": the mean of its
+    parts), from WORD_VECTORS or a skip-gram on WordNet 3.0's text; unknown words get zeros."""
+    from orderlib.data.wordnet import ensure_wordnet, open_wordnet
+
+    if cfg.get("word_vectors"):
+        wv = load_word_vectors(cfg["word_vectors"])
+    else:
+        ensure_wordnet("3.0")
+
+        def build():
+            return train_skipgram(wordnet_corpus(open_wordnet("3.0")), SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"]))
+
+        wv = cached(Path(workdir) / "skipgram_tokens.pt",
+                     f"{sorted(cfg['skipgram'].items())}|{cfg['seed']}|{code_version(train_skipgram.__module__)}", build)
+    rows = []
+    for w in words:
+        parts = [p for p in [w.lower(), *w.lower().replace("-", "_").split("_")] if p in wv]
+        rows.append(wv[parts[0]] if parts else np.zeros(wv.vectors.shape[1], np.float32))
+    return np.stack(rows).astype(np.float32)
