@@ -1,5 +1,6 @@
 """Fashion-MNIST Facts: fact structure, true relations in the pixels, long tail, Table 5 cases, loader."""
 import numpy as np
+import torch
 import pytest
 
 from orderlib.data.attributes import CANVAS, OBJECTS
@@ -99,3 +100,70 @@ def test_annotation_reader(tmp_path):
         read_fact_annotations(p)
     with pytest.raises(DataError, match="no such file"):
         read_fact_annotations(tmp_path / "missing.tsv")
+
+
+def test_average_precision_by_hand():
+    from orderlib.eval.facts import average_precision, fact_map, fact_topk
+
+    dist = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]])
+    rel = torch.tensor([[True, False, True, False], [False, False, False, False]])
+    ap = average_precision(dist, rel)
+    assert ap[0] == pytest.approx((1 / 1 + 2 / 3) / 2) and np.isnan(ap[1])
+    assert average_precision(dist, rel, top=2)[0] == pytest.approx((1 / 1) / 2)  # one of 2 relevant in the top 2
+    assert average_precision(dist, rel, top=1)[0] == pytest.approx(1.0)  # min(R, top) = 1
+    # mAP over queries: image facts [0, 1, 0, 2]; query 0 as above, query 2 finds its image at rank 1
+    d = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.0]])
+    assert fact_map(d, [0, 1, 0, 2], [0, 2]) == pytest.approx(100 * ((1 + 2 / 3) / 2 + 1) / 2)
+    k = fact_topk(torch.tensor([[0.1, 0.5, 0.9], [0.3, 0.2, 0.1]]), [0, 0], ks=(1, 2))
+    assert k == {"K1": 50.0, "K2": 50.0}
+
+
+@pytest.mark.parametrize("branched", [True, False])
+def test_sem_heads_and_wildcards(branched):
+    from orderlib.encoders.cnn import ItemCNN
+    from orderlib.encoders.sherlock import SEM, structured_distance, structured_loss
+
+    torch.manual_seed(0)
+    sem = SEM(ItemCNN(10, 4, in_channels=3), dim=5, hidden=8, branched=branched)
+    assert (sem.po_branch is not None) == branched
+    v = sem(np.random.default_rng(0).integers(0, 255, (3, 64, 64, 3)).astype(np.uint8))
+    assert v.shape == (3, 3, 5)
+    l = torch.randn(3, 3, 5)
+    orders = torch.tensor([1, 2, 3])
+    moved = l.clone()
+    moved[0, 1:] += 10.0  # wild-card slots of the first-order fact
+    moved[1, 2] += 10.0  # and of the second-order one
+    assert torch.allclose(structured_loss(v, l, orders), structured_loss(v, moved, orders))
+    want = 0.5 * ((v[0, 0] - l[0, 0]).pow(2).sum() + (v[1, :2] - l[1, :2]).pow(2).sum() + (v[2] - l[2]).pow(2).sum()) / 3
+    assert structured_loss(v, l, orders).item() == pytest.approx(want.item(), rel=1e-5)
+    d = structured_distance(v, l, orders)  # (images, facts)
+    assert d.shape == (3, 3)
+    assert d[2, 1].item() == pytest.approx((v[2, :2] - l[1, :2]).pow(2).sum().item(), rel=1e-4)
+    assert torch.allclose(structured_distance(v, moved, orders), d)
+    avg = structured_distance(v, l, orders, average=True)
+    assert avg[0, 2].item() == pytest.approx((v[0].mean(0) - l[2].mean(0)).pow(2).sum().item(), rel=1e-4)
+    assert avg[0, 1].item() == pytest.approx((v[0, :2].mean(0) - l[1, :2].mean(0)).pow(2).sum().item(), rel=1e-4)
+
+
+def _zero_shot_world(seed=0):
+    """Classes with signatures S (Z, A); features = S[label] @ M + noise; classes 0..14 seen."""
+    rng = np.random.default_rng(seed)
+    S = rng.standard_normal((20, 6))
+    M = rng.standard_normal((6, 12))
+    labels = rng.integers(0, 20, 1000)
+    x = S[labels] @ M + 0.1 * rng.standard_normal((1000, 12))
+    return S, x, labels
+
+
+def test_eszsl_and_cca_recover_a_linear_world():
+    from orderlib.encoders.multiview import ESZSL, MultiviewCCA
+
+    S, x, labels = _zero_shot_world()
+    seen = labels < 15
+    ez = ESZSL.fit(x[seen], labels[seen], S[:15], gamma=1e-2, lam=1e-2)
+    unseen_pred = ez.distance(x[~seen], S[15:]).argmin(1).numpy() + 15
+    assert (unseen_pred == labels[~seen]).mean() > 0.8  # zero-shot on the 5 held-out classes (chance 0.2)
+    cca = MultiviewCCA.fit(x[seen], S[labels[seen]], k=6)
+    assert cca.corr[0] > 0.99 and (np.diff(cca.corr) <= 1e-12).all()
+    pred = cca.distance(x[~seen], S[15:]).argmin(1).numpy() + 15
+    assert (pred == labels[~seen]).mean() > 0.8

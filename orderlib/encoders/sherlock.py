@@ -1,0 +1,75 @@
+"""Sherlock's structured embedding model (SEM; Elhoseiny et al., AAAI 2017, Eqs. 1-6).
+
+A fact lives in a space of three blocks [S | P | O]. The language view is fixed word vectors per
+slot (l_S, l_P, l_O; zero for a wild-card). The visual view is a CNN:
+- SEM-A: shared lower layers theta_c^0, then an S branch and a PO branch (convolutions theta_c,
+  fully connected theta_u), v_S = W_S psi_S(d), v_P = W_P e, v_O = W_O e (Eq. 5);
+- SEM-B: every layer shared, three heads W_S, W_P, W_O.
+Loss (Section "Loss function"): sum over slots of w_slot * 1/2 ||v_slot - l_slot||^2 with w = 0
+for wild-cards (the visual heads are not penalised there), averaged over the batch. Distances for
+retrieval ignore wild-card slots likewise. `average=True` is the structure ablation: the S, P and
+O parts of both views are averaged into one d-vector before comparing.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn as nn
+
+from orderlib.encoders.cnn import ItemCNN, to_input
+
+
+def _head(channels: int, hidden: int) -> nn.Sequential:
+    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, hidden), nn.ReLU(inplace=True))
+
+
+class SEM(nn.Module):
+    """SEM-A (branched=True) or SEM-B over a pre-trained ItemCNN's layers (copied, trainable)."""
+
+    def __init__(self, cnn: ItemCNN, dim: int, hidden: int = 256, branched: bool = True):
+        super().__init__()
+        trunk = list(copy.deepcopy(cnn.trunk).children())
+        shared, top = trunk[:-3], trunk[-3:]  # the last conv block is the branch
+        self.shared = nn.Sequential(*shared)
+        self.branched = branched
+        self.s_branch = nn.Sequential(*copy.deepcopy(top), _head(cnn.channels, hidden))
+        self.po_branch = nn.Sequential(*copy.deepcopy(top), _head(cnn.channels, hidden)) if branched else None
+        self.W = nn.ModuleDict({k: nn.Linear(hidden, dim) for k in "SPO"})
+        self.dim = dim
+
+    def forward(self, images) -> torch.Tensor:
+        """uint8 (B, H, W, 3) images -> (B, 3, dim): v_S, v_P, v_O."""
+        d = self.shared(to_input(images, self.W["S"].weight.device))
+        s = self.s_branch(d)
+        e = self.po_branch(d) if self.branched else s
+        return torch.stack([self.W["S"](s), self.W["P"](e), self.W["O"](e)], 1)
+
+
+def slot_mask(orders: torch.Tensor) -> torch.Tensor:
+    """Slot weights w (B, 3) of facts of the given orders (1: S; 2: S, P; 3: S, P, O)."""
+    return (torch.arange(3, device=orders.device)[None] < orders[:, None]).float()
+
+
+def structured_loss(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, average: bool = False) -> torch.Tensor:
+    """Mean over the batch of sum_slot w_slot 1/2 ||v_slot - l_slot||^2; v, l (B, 3, d)."""
+    w = slot_mask(orders)  # (B, 3)
+    if average:
+        diff = ((v * w[..., None]).sum(1) - (l * w[..., None]).sum(1)) / w.sum(1, keepdim=True)  # (B, d)
+        return 0.5 * diff.pow(2).sum(1).mean()
+    return (0.5 * (v - l).pow(2).sum(-1) * w).sum(1).mean()
+
+
+def structured_distance(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, average: bool = False) -> torch.Tensor:
+    """(N, F) distances between image embeddings v (N, 3, d) and facts l (F, 3, d) of `orders`
+    (F,): squared Euclidean over each fact's non-wild-card slots (Sherlock's "Testing")."""
+    w = slot_mask(orders)  # (F, 3)
+    if average:
+        lv = (l * w[..., None]).sum(1) / w.sum(1, keepdim=True)  # (F, d)
+        out = []
+        for k in range(3):  # images averaged over the slots each fact keeps: orders 1, 2, 3
+            vk = v[:, :k + 1].mean(1)  # (N, d)
+            out.append(torch.cdist(vk, lv).pow(2))
+        stacked = torch.stack(out)  # (3, N, F)
+        return stacked.gather(0, (orders - 1)[None, None, :].expand(1, v.shape[0], -1))[0]
+    return sum(torch.cdist(v[:, k], l[:, k]).pow(2) * w[None, :, k] for k in range(3))
