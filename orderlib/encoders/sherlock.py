@@ -60,9 +60,12 @@ def structured_loss(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, aver
     return (0.5 * (v - l).pow(2).sum(-1) * w).sum(1).mean()
 
 
-def structured_distance(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, average: bool = False) -> torch.Tensor:
+def structured_distance(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, average: bool = False,
+                        per_slot: bool = False) -> torch.Tensor:
     """(N, F) distances between image embeddings v (N, 3, d) and facts l (F, 3, d) of `orders`
-    (F,): squared Euclidean over each fact's non-wild-card slots (Sherlock's "Testing")."""
+    (F,): squared Euclidean over each fact's non-wild-card slots (Sherlock's "Testing"). Summed
+    over the slots, as the paper says, lower-order facts have fewer terms and so win image -> fact
+    retrieval; per_slot=True divides by the number of slots compared."""
     w = slot_mask(orders)  # (F, 3)
     if average:
         lv = (l * w[..., None]).sum(1) / w.sum(1, keepdim=True)  # (F, d)
@@ -72,4 +75,5 @@ def structured_distance(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, 
             out.append(torch.cdist(vk, lv).pow(2))
         stacked = torch.stack(out)  # (3, N, F)
         return stacked.gather(0, (orders - 1)[None, None, :].expand(1, v.shape[0], -1))[0]
-    return sum(torch.cdist(v[:, k], l[:, k]).pow(2) * w[None, :, k] for k in range(3))
+    total = sum(torch.cdist(v[:, k], l[:, k]).pow(2) * w[None, :, k] for k in range(3))
+    return total / orders[None].to(total.dtype) if per_slot else total

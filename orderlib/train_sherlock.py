@@ -1,0 +1,76 @@
+"""Training Sherlock's structured embedding models (SEM-A, SEM-B, the averaged ablation) on
+(image, fact) pairs; the language view stays fixed (Sherlock: "theta_l is fixed")."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from orderlib.checkpoint import code_version, fingerprint
+from orderlib.encoders.cnn import ItemCNN
+from orderlib.encoders.sherlock import SEM, structured_distance, structured_loss
+from orderlib.training import FitResult, fit
+
+TRAINER_CODE = ("orderlib.train_sherlock", "orderlib.encoders.sherlock", "orderlib.encoders.cnn", "orderlib.training")
+
+
+@dataclass
+class SEMConfig:
+    branched: bool = True  # SEM-A; False: SEM-B
+    average: bool = False  # the structure ablation: S, P, O parts averaged
+    hidden: int = 256
+    epochs: int = 10
+    lr: float = 1e-3
+    batch: int = 64
+    clip: float = 2.0
+    seed: int = 0
+
+
+@torch.no_grad()
+def embed_images(model: SEM, images: np.ndarray, batch: int = 512) -> torch.Tensor:
+    """(N, 3, d) structured visual embeddings of uint8 (N, H, W, 3) images, on the CPU."""
+    model.eval()
+    return torch.cat([model(images[i:i + batch]).cpu() for i in range(0, len(images), batch)])
+
+
+def distances(model: SEM, images: np.ndarray, language: torch.Tensor, orders: torch.Tensor,
+              average: bool = False, per_slot: bool = False) -> torch.Tensor:
+    """(N images, F facts) structured distances (wild-card slots ignored)."""
+    return structured_distance(embed_images(model, images), language, orders, average, per_slot)
+
+
+def train_sem(cfg: SEMConfig, cnn: ItemCNN, images: np.ndarray, language: torch.Tensor, orders: torch.Tensor,
+              evaluate, score: str, checkpoint: Path | None = None, progress: bool = True,
+              device="cpu", data_key: str = "") -> tuple[SEM, FitResult]:
+    """Train SEM on images (N, H, W, 3) whose facts have language vectors (N, 3, d) and orders
+    (N,); keep the epoch of best `evaluate(model)[score]`."""
+    device = torch.device(device)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = SEM(cnn, language.shape[-1], cfg.hidden, cfg.branched).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    language, orders = torch.as_tensor(language, dtype=torch.float32), torch.as_tensor(orders)
+
+    def one_epoch(epoch: int) -> float:
+        model.train()
+        rng = np.random.default_rng([cfg.seed, epoch])
+        order = rng.permutation(len(images))
+        total, steps = 0.0, 0
+        for i in range(0, len(order), cfg.batch):
+            idx = order[i:i + cfg.batch]
+            loss = structured_loss(model(images[idx]), language[idx].to(device), orders[idx].to(device), cfg.average)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            opt.step()
+            total, steps = total + loss.item(), steps + 1
+        return total / steps
+
+    key = {**asdict(cfg), "code": code_version(*TRAINER_CODE),
+           "data": data_key or fingerprint(torch.as_tensor(images[:64]), language, orders), "n": len(images)}
+    result = fit(model, opt, key, one_epoch, lambda: evaluate(model), score, cfg.epochs, cfg.epochs,
+                 checkpoint, progress, "SEM-" + ("A" if cfg.branched else "B") + (" averaged" if cfg.average else ""))
+    model.eval()
+    return model, result
