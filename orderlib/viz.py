@@ -132,7 +132,7 @@ def plot_pair_predictions(images, examples, ncols: int = 5):
     import matplotlib.pyplot as plt
 
     nrows = -(-len(examples) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 3.2 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 4.0 * nrows), squeeze=False)
     for ax, (i, gt, preds) in zip(axes.flat, examples):
         _show(ax, images[i], f"GT: {gt}", "tab:green" if preds[0] == gt else "tab:red")
         ax.set_xlabel("\n".join(f"{r + 1}. {p}" + (" *" if p == gt else "") for r, p in enumerate(preds)),
@@ -149,7 +149,7 @@ def plot_arithmetic(images, examples, ncols: int = 3):
     import matplotlib.pyplot as plt
 
     nrows = -(-len(examples) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.3 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 4.2 * nrows), squeeze=False)
     for ax, (i, gt, kind, old, new, top) in zip(axes.flat, examples):
         _show(ax, images[i], textwrap.fill(f"[{gt}] - F({old}) + F({new})", 30))
         ax.set_xlabel("\n".join(f"{r + 1}. {p}" for r, p in enumerate(top)), fontsize=7, loc="left")
