@@ -17,7 +17,7 @@ import torch
 from orderlib.data.attributes import ATTRS, OBJECTS
 from orderlib.data.facts import RELATIONS, Fact, all_facts, generalisation_cases, long_tail_counts, make_fact_images
 from orderlib.data.fashion_mnist import load_fashion_mnist
-from orderlib.eval.facts import fact_map, fact_topk
+from orderlib.eval.facts import fact_map, fact_topk  # noqa: F401 (fact_topk re-exported for the notebook)
 
 # Sherlock's Table 4, large-scale row: K1 / K5 / K10 (%) and mAP100 (%).
 PAPER_TABLE4 = {
@@ -127,3 +127,29 @@ def generalisation_rows(method: str, dist: torch.Tensor, task: FactTask, cases: 
 
 def table(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
+
+
+def frozen_features(cnn, images: np.ndarray, batch: int = 256) -> np.ndarray:
+    """(N, 4C) features of fact canvases (uint8 (N, H, W, 3)) for the closed-form baselines: the
+    pre-trained CNN's feature map averaged over each cell of the 2x2 grid, so where items are is
+    kept (channel-major: feature c * 4 + cell)."""
+    from orderlib.encoders.cnn import to_input
+
+    cnn.eval()
+    device = next(cnn.parameters()).device
+    with torch.no_grad():
+        return torch.cat([torch.nn.functional.adaptive_avg_pool2d(cnn.feature_map(to_input(images[i:i + batch], device)), 2)
+                          .flatten(1).cpu() for i in range(0, len(images), batch)]).numpy()  # (N, C * 4)
+
+
+def baseline_distances(task: FactTask, train_x: np.ndarray, test_x: np.ndarray, cfg: dict) -> dict[str, torch.Tensor]:
+    """(test images, facts) distances of ESZSL and multiview CCA fitted on the training images."""
+    from orderlib.encoders.multiview import ESZSL, MultiviewCCA
+
+    lang = task.language.flatten(1).numpy()  # (F, 3d), wild-cards zero (as Sherlock fills them)
+    seen = np.flatnonzero(task.train_counts > 0)
+    index = np.full(len(task.facts), -1)
+    index[seen] = np.arange(len(seen))
+    ez = ESZSL.fit(train_x, index[task.train.fact], lang[seen], cfg.get("eszsl_gamma", 1.0), cfg.get("eszsl_lambda", 1.0))
+    cca = MultiviewCCA.fit(train_x, lang[task.train.fact], k=cfg.get("cca_dim", 64), reg=cfg.get("cca_reg", 1e-3))
+    return {"ESZSL": ez.distance(test_x, lang), "MV CCA": cca.distance(test_x, lang)}
