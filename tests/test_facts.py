@@ -5,7 +5,7 @@ import pytest
 
 from orderlib.data.attributes import CANVAS, OBJECTS
 from orderlib.data.facts import (CASES, RELATIONS, Fact, all_facts, generalisation_cases, long_tail_counts,
-                                 make_fact_images, parse_fact, read_fact_annotations)
+                                 make_fact_images, read_fact_annotations)
 from orderlib.data.fashion_mnist import FashionMNIST
 from orderlib.paths import DataError
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import ndimage
 
-from orderlib.data.fashion_mnist import CLASSES, SYNSETS, FashionMNIST
+from orderlib.data.fashion_mnist import CLASSES, FashionMNIST
 from orderlib.data.scenes import SOURCES, source_range
 
 VERSION = "fmnist-attributes-v1"

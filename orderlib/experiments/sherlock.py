@@ -88,20 +88,16 @@ def retrieval_rows(method: str, dist: torch.Tensor, task: FactTask, paper: dict 
     """Table 4 rows of one method from its (test images, facts) distances: image -> fact K1/5/10
     and fact -> image mAP / mAP@100, overall and per fact order."""
     img_fact = torch.as_tensor(task.test.fact)
-    rows, p = [], paper.get(method, (None,) * 4)
+    paper_values = dict(zip(("K1", "K5", "K10", "mAP@100"), paper.get(method, (None,) * 4)))  # the "all" scope's
+    rows = []
     for scope, sel in (("all", torch.ones(len(img_fact), dtype=torch.bool)),
                        *[(f"order {k}", task.orders[img_fact] == k) for k in (1, 2, 3)]):
-        k = fact_topk(dist[sel], img_fact[sel])
         qf = torch.unique(img_fact[sel])
         q = dist[:, qf].T  # (facts, images)
-        m = {"mAP": fact_map(q, img_fact, qf), "mAP@100": fact_map(q, img_fact, qf, top=100)}
-        for i, (metric, value) in enumerate([*k.items(), *m.items()]):
-            paper_value = None
-            if scope == "all" and metric in ("K1", "K5", "K10"):
-                paper_value = p[i]
-            elif scope == "all" and metric == "mAP@100":
-                paper_value = p[3]
-            rows.append(dict(method=method, scope=scope, metric=metric, paper=paper_value, ours=value))
+        metrics = {**fact_topk(dist[sel], img_fact[sel]), "mAP": fact_map(q, img_fact, qf),
+                   "mAP@100": fact_map(q, img_fact, qf, top=100)}
+        rows += [dict(method=method, scope=scope, metric=metric, paper=paper_values.get(metric) if scope == "all" else None,
+                      ours=value) for metric, value in metrics.items()]
     return rows
 
 

@@ -12,9 +12,10 @@ test.
 """
 from __future__ import annotations
 
+import copy
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,8 @@ from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, train_item_cnn
 from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, lemma_vectors, load_word_vectors,
                                         train_skipgram, wordnet_corpus)
-from orderlib.eval.compositional import accuracy_at_bias, context_dependence, generalised_sweep, topk_accuracy
+from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep, topk_accuracy
+from orderlib.eval.compositional import context_dependence  # noqa: F401 (the notebook calls exp.context_dependence)
 from orderlib.params import device, existing, one_of
 from orderlib.train_composition import CRF, CompositionConfig, predict_scores, train_recogniser
 
@@ -85,7 +87,6 @@ class Task:
     features: dict[str, torch.Tensor]  # "train", "val", "test": (N, F)
     labels: dict[str, np.ndarray]  # (N, 2)
     images: dict[str, np.ndarray] = field(default_factory=dict)  # uint8 (N, 32, 32, 3), stand-in only
-    sets: dict = field(default_factory=dict)  # the AttributeImages of each split
     notes: dict = field(default_factory=dict)
 
     def fingerprint(self) -> str:
@@ -105,6 +106,15 @@ def _pair_index(labels: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """Row of each label (N, 2) in pairs (P, 2); -1 where absent."""
     lookup = {tuple(p): i for i, p in enumerate(pairs.tolist())}
     return np.array([lookup.get(tuple(l), -1) for l in labels.tolist()], np.int64)
+
+
+def _unseen_test(task: Task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The closed world: indices of the test images of unseen test pairs, those pairs (P, 2), and
+    each image's pair among them."""
+    closed = task.pairs["test_unseen"]
+    where = _pair_index(task.labels["test"], closed)
+    test_un = np.flatnonzero(where >= 0)
+    return test_un, closed, where[test_un]
 
 
 def word_vectors(cfg: dict, workdir: Path) -> tuple[np.ndarray, dict]:
@@ -160,7 +170,7 @@ def standin_task(cfg: dict, cnn: ItemCNN) -> Task:
     notes = {"data": VERSION, "images": {k: len(v) for k, v in labels.items()},
              "pairs": {k: len(v) for k, v in pairs.items()},
              "split fingerprints": {k: [d.fingerprint()[:16] for d in v] for k, v in sets.items()}}
-    return Task(list(ATTRS), list(OBJECTS), pairs, feats, labels, images, sets, notes)
+    return Task(list(ATTRS), list(OBJECTS), pairs, feats, labels, images, notes)
 
 
 def row_config(cfg: dict, row: str) -> CompositionConfig:
@@ -178,8 +188,7 @@ def train_rows(cfg: dict, task: Task, vectors: np.ndarray, workdir: Path, cnn: I
     data_key = task.fingerprint()
 
     def evaluate(model) -> dict:
-        x = task.images["val"] if model.cnn is not None else task.features["val"]
-        sweep = generalised_sweep(predict_scores(model, x, val_pairs), val_target, val_unseen)
+        sweep = generalised_sweep(predict_scores(model, inputs(task, model, "val"), val_pairs), val_target, val_unseen)
         return {"val_auc": sweep["auc"], "val_hm": sweep["best hm"]}
 
     out = {}
@@ -188,11 +197,7 @@ def train_rows(cfg: dict, task: Task, vectors: np.ndarray, workdir: Path, cnn: I
         if rc.finetune_epochs and not task.images:
             continue  # precomputed features only: nothing to finetune
         t0 = time.perf_counter()
-        finetune_cnn = None
-        if rc.finetune_epochs:
-            finetune_cnn = ItemCNN(len(cnn.classes), cnn.channels // 4, 3).to(cnn.trunk[0].weight.device)
-            finetune_cnn.load_state_dict(cnn.state_dict())
-            finetune_cnn.classes = cnn.classes
+        finetune_cnn = copy.deepcopy(cnn) if rc.finetune_epochs else None  # the frozen one stays as it is
         model, fits = train_recogniser(rc, vectors, len(task.attrs), task.features["train"], task.labels["train"],
                                        task.pairs["seen"], evaluate, "val_auc",
                                        Path(workdir) / f"row_{row_slug(row)}.pt", progress, device, finetune_cnn,
@@ -207,15 +212,14 @@ def row_slug(row: str) -> str:
 
 
 def inputs(task: Task, model, split: str):
+    """What `model` reads for `split`: the images once it holds a CNN, else the frozen features."""
     return task.images[split] if model.cnn is not None else task.features[split]
 
 
 def table1(trained: dict, task: Task) -> pd.DataFrame:
     """Closed-world top-k over the unseen test pairs (Misra et al.), and the generalised protocol
     (best seen / unseen / HM, AUC; HM at the bias chosen on val)."""
-    test_un = np.flatnonzero(_pair_index(task.labels["test"], task.pairs["test_unseen"]) >= 0)
-    closed = task.pairs["test_unseen"]
-    target = _pair_index(task.labels["test"][test_un], closed)
+    test_un, closed, target = _unseen_test(task)
     gen_pairs, gen_unseen = task.candidates("test")
     gen_target = _pair_index(task.labels["test"], gen_pairs)
     val_pairs, val_unseen = task.candidates("val")
@@ -237,9 +241,10 @@ def table1(trained: dict, task: Task) -> pd.DataFrame:
             pick = model.max_marginal(x_test[test_un], torch.as_tensor(closed)).cpu().numpy()
             rows.append(dict(method=name, protocol="closed world", metric="top-1 (max-marginal inference)",
                              paper=None, ours=100.0 * float((pick == target).mean())))
-        sweep = generalised_sweep(predict_scores(model, x_test, gen_pairs), gen_target, gen_unseen)
+        gen_scores = predict_scores(model, x_test, gen_pairs)
+        sweep = generalised_sweep(gen_scores, gen_target, gen_unseen)
         val = generalised_sweep(predict_scores(model, inputs(task, model, "val"), val_pairs), val_target, val_unseen)
-        at_val = accuracy_at_bias(predict_scores(model, x_test, gen_pairs), gen_target, gen_unseen, val["bias"])
+        at_val = accuracy_at_bias(gen_scores, gen_target, gen_unseen, val["bias"])
         for m in ("best seen", "best unseen", "best hm", "auc"):
             rows.append(dict(method=name, protocol="generalised", metric=m, paper=None, ours=sweep[m]))
         for m in ("seen", "unseen", "hm"):
@@ -270,9 +275,7 @@ def table2(trained: dict, task: Task, dependence: np.ndarray, n_examples: int = 
     """Top-5 closed-world predictions of the main model for one test image of each of
     `n_examples` unseen pairs, and the per-attribute breakdown over all unseen test images
     (pair, attribute and object right at top-1), beside each attribute's context dependence."""
-    closed = task.pairs["test_unseen"]
-    test_un = np.flatnonzero(_pair_index(task.labels["test"], closed) >= 0)
-    target = _pair_index(task.labels["test"][test_un], closed)
+    test_un, closed, target = _unseen_test(task)
     rng = np.random.default_rng(seed)
     rows, examples = [], []
     for name in (MAIN, "visual product"):
@@ -326,7 +329,7 @@ def table3(trained: dict, task: Task, rows=ARITHMETIC) -> tuple[pd.DataFrame, li
     Controls: the image + F(a') without the subtraction, the image alone, F(a') alone."""
     n_a, n_o = len(task.attrs), len(task.objs)
     everything = np.array([(a, o) for a in range(n_a) for o in range(n_o)], np.int64)
-    test_un = np.flatnonzero(_pair_index(task.labels["test"], task.pairs["test_unseen"]) >= 0)
+    test_un = _unseen_test(task)[0]
     labels = task.labels["test"][test_un]
     out, examples = [], []
     for name in rows:
@@ -409,8 +412,9 @@ def mit_states_task(cfg: dict, root: str | Path, features: str | Path | None, wo
 
 
 def token_vectors(cfg: dict, words: list[str], workdir: Path) -> np.ndarray:
-    """(len(words), d) unit vectors of the words themselves ("ancient_building": the mean of its
-    parts), from WORD_VECTORS or a skip-gram on WordNet 3.0's text; unknown words get zeros."""
+    """(len(words), d) unit vectors of the words themselves (a word the vectors lack, like
+    "ancient_building", takes its first known part split at "_" or "-"), from WORD_VECTORS or a
+    skip-gram on WordNet 3.0's text; words with no known part get zeros."""
     from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 
     if cfg.get("word_vectors"):
