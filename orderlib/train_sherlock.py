@@ -1,5 +1,6 @@
 """Training Sherlock's structured embedding models (SEM-A, SEM-B, the averaged ablation) on
-(image, fact) pairs; the language view stays fixed (Sherlock: "theta_l is fixed")."""
+(image, fact) pairs; the language view stays fixed (Sherlock: "theta_l is fixed"). Beyond the
+paper, objective="order" trains the structured order embedding (StructuredOrder)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -10,7 +11,8 @@ import torch
 
 from orderlib.checkpoint import code_version, fingerprint
 from orderlib.encoders.cnn import ItemCNN
-from orderlib.encoders.sherlock import SEM, structured_distance, structured_loss
+from orderlib.encoders.sherlock import (SEM, StructuredOrder, order_energy, structured_distance, structured_loss,
+                                       structured_order_loss)
 from orderlib.training import FitResult, fit
 
 TRAINER_CODE = ("orderlib.train_sherlock", "orderlib.encoders.sherlock", "orderlib.encoders.cnn", "orderlib.training")
@@ -26,6 +28,9 @@ class SEMConfig:
     batch: int = 64
     clip: float = 2.0
     seed: int = 0
+    objective: str = "regression"  # Sherlock's loss; "order": the structured order embedding
+    dim: int = 0  # order objective: dimensions per block (0: the word vectors')
+    margin: float = 0.05  # order objective: alpha of Vendrov et al.'s Eq. (5)
 
 
 @torch.no_grad()
@@ -35,23 +40,46 @@ def embed_images(model: SEM, images: np.ndarray, batch: int = 512) -> torch.Tens
     return torch.cat([model(images[i:i + batch]).cpu() for i in range(0, len(images), batch)])
 
 
-def distances(model: SEM, images: np.ndarray, language: torch.Tensor, orders: torch.Tensor,
+@torch.no_grad()
+def distances(model: SEM | StructuredOrder, images: np.ndarray, language: torch.Tensor, orders: torch.Tensor,
               average: bool = False, per_slot: bool = False) -> torch.Tensor:
-    """(N images, F facts) structured distances (wild-card slots ignored)."""
-    return structured_distance(embed_images(model, images), language, orders, average, per_slot)
+    """(N images, F facts) structured distances (wild-card slots ignored), or order violations
+    E(image, fact) for a StructuredOrder."""
+    v = embed_images(model, images)
+    if isinstance(model, StructuredOrder):
+        return order_energy(v, model.facts(language.to(next(model.parameters()).device), orders).cpu())
+    return structured_distance(v, language, orders, average, per_slot)
 
 
 def train_sem(cfg: SEMConfig, cnn: ItemCNN, images: np.ndarray, language: torch.Tensor, orders: torch.Tensor,
               evaluate, score: str, checkpoint: Path | None = None, progress: bool = True,
-              device="cpu", data_key: str = "") -> tuple[SEM, FitResult]:
+              device="cpu", data_key: str = "", fact: np.ndarray | None = None,
+              implied: np.ndarray | None = None) -> tuple[SEM | StructuredOrder, FitResult]:
     """Train SEM on images (N, H, W, 3) whose facts have language vectors (N, 3, d) and orders
-    (N,); keep the epoch of best `evaluate(model)[score]`."""
+    (N,); keep the epoch of best `evaluate(model)[score]`. The order objective also needs each
+    image's fact id `fact` (N,) and `implied` (F, F) (orderlib.data.facts.implies)."""
     device = torch.device(device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
-        model = SEM(cnn, language.shape[-1], cfg.hidden, cfg.branched).to(device)
+        if cfg.objective == "order":
+            if fact is None or implied is None:
+                raise ValueError("objective='order' needs fact (N,) and implied (F, F)")
+            model = StructuredOrder(cnn, language.shape[-1], cfg.dim or language.shape[-1], cfg.hidden,
+                                    cfg.branched).to(device)
+        elif cfg.objective == "regression":
+            model = SEM(cnn, language.shape[-1], cfg.hidden, cfg.branched).to(device)
+        else:
+            raise ValueError(f"unknown objective {cfg.objective!r}; known: 'regression', 'order'")
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     language, orders = torch.as_tensor(language, dtype=torch.float32), torch.as_tensor(orders)
+    implied = None if implied is None else torch.as_tensor(implied)
+
+    def batch_loss(idx) -> torch.Tensor:
+        l, o = language[idx].to(device), orders[idx].to(device)
+        if cfg.objective == "order":
+            f = torch.as_tensor(fact[idx])
+            return structured_order_loss(model(images[idx]), model.facts(l, o), implied[f][:, f].to(device), cfg.margin)
+        return structured_loss(model(images[idx]), l, o, cfg.average)
 
     def one_epoch(epoch: int) -> float:
         model.train()
@@ -60,7 +88,7 @@ def train_sem(cfg: SEMConfig, cnn: ItemCNN, images: np.ndarray, language: torch.
         total, steps = 0.0, 0
         for i in range(0, len(order), cfg.batch):
             idx = order[i:i + cfg.batch]
-            loss = structured_loss(model(images[idx]), language[idx].to(device), orders[idx].to(device), cfg.average)
+            loss = batch_loss(idx)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
@@ -71,6 +99,7 @@ def train_sem(cfg: SEMConfig, cnn: ItemCNN, images: np.ndarray, language: torch.
     key = {**asdict(cfg), "code": code_version(*TRAINER_CODE),
            "data": data_key or fingerprint(torch.as_tensor(images[:64]), language, orders), "n": len(images)}
     result = fit(model, opt, key, one_epoch, lambda: evaluate(model), score, cfg.epochs, cfg.epochs,
-                 checkpoint, progress, "SEM-" + ("A" if cfg.branched else "B") + (" averaged" if cfg.average else ""))
+                 checkpoint, progress, ("order " if cfg.objective == "order" else "") + "SEM-" + ("A" if cfg.branched else "B")
+                 + (" averaged" if cfg.average else ""))
     model.eval()
     return model, result

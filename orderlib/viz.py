@@ -157,3 +157,57 @@ def plot_arithmetic(images, examples, ncols: int = 3):
         ax.axis("off")
     fig.tight_layout()
     return fig
+
+
+def plot_fact_retrievals(images, i2f, f2i, ncols: int = 6):
+    """Sherlock's Figures 5 and 6 on the stand-in: top row, test images with their top-5 facts
+    (the true fact starred; the title green when it is first); below, per fact query, its top-5
+    test images (green frame: an image of that fact)."""
+    import matplotlib.pyplot as plt
+
+    k = max(len(ranked) for _, ranked, _ in f2i) if f2i else 0
+    ncols = max(ncols, k, len(i2f))
+    fig, axes = plt.subplots(1 + len(f2i), ncols, figsize=(2.4 * ncols, 3.6 + 2.0 * len(f2i)), squeeze=False)
+    for ax, (i, gt, preds) in zip(axes[0], i2f):
+        _show(ax, images[i], gt, None if not preds else "tab:green" if preds[0] == gt else "tab:red")
+        ax.set_xlabel("\n".join(f"{r + 1}. {p}" + (" *" if p == gt else "") for r, p in enumerate(preds)),
+                      fontsize=6, loc="left")
+    for ax in axes[0][len(i2f):]:
+        ax.axis("off")
+    for row, (fact, ranked, hits) in zip(axes[1:], f2i):
+        for r, (ax, i, hit) in enumerate(zip(row, ranked, hits)):
+            _show(ax, images[i], f"{fact} #{r + 1}" if r == 0 else f"#{r + 1}", "tab:green" if hit else "tab:red")
+        for ax in row[len(ranked):]:
+            ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def plot_fact_curves(scale, per_fact):
+    """Sherlock's Figure 4 (K1 as the number of facts grows; solid: among all facts, dashed:
+    among the image's order) and Figure 7 (K10 by training images per SPO fact), side by side.
+    scale: rows (facts, method, candidates, K1); per_fact: rows (bin, method, K10)."""
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2))
+    colours = {m: f"C{i}" for i, m in enumerate(dict.fromkeys(list(scale["method"]) + list(per_fact["method"])))}
+    for (m, c), g in scale.groupby(["method", "candidates"], sort=False):
+        g = g.sort_values("facts")
+        a.plot(g["facts"], g["K1"], marker="o", color=colours[m], ls="-" if c == "all facts" else "--",
+               label=m if c == "all facts" else None)
+    a.set_xscale("log")
+    a.set_xlabel("facts (log)")
+    a.set_ylabel("K1 (%)")
+    a.set_title("Figure 4: K1 as the number of facts grows\n(solid: all facts; dashed: facts of the image's order)",
+                fontsize=9)
+    bins = list(dict.fromkeys(per_fact["bin"]))
+    for m, g in per_fact.groupby("method", sort=False):
+        a_ = g.set_index("bin").reindex(bins)
+        b.plot(range(len(bins)), a_["K10"], marker="o", color=colours[m], label=m)
+    b.set_xticks(range(len(bins)), bins)
+    b.set_xlabel("training images of the SPO fact")
+    b.set_ylabel("K10 (%)")
+    b.set_title("Figure 7: K10 of SPO facts by training images per fact", fontsize=9)
+    b.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig

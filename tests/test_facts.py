@@ -200,3 +200,32 @@ def test_sem_learns_facts_and_resumes(tmp_path, train):
                             tmp_path / "sem.pt", progress=False)
     assert res2.resumed and len(calls) == cfg.epochs
     assert torch.allclose(distances(again, x, lang, orders), distances(model, x, lang, orders))
+
+
+def test_implies_and_structured_order_embedding():
+    """A wild-card block is zero, so <S> sits above <S, P> and its images (no violation); the loss
+    never pushes away a fact that is true of the image; a wrong fact inside the margin costs."""
+    from orderlib.data.facts import implies
+    from orderlib.encoders.cnn import ItemCNN
+    from orderlib.encoders.sherlock import StructuredOrder, order_energy, structured_order_loss
+
+    facts = [Fact("sandal"), Fact("sandal", "red"), Fact("sandal", "left of", "bag"), Fact("bag"), Fact("bag", "red")]
+    imp = implies(facts)
+    assert imp[1, 0] and imp[2, 0] and imp[1, 1] and not imp[0, 1] and not imp[4, 0] and not imp[2, 3]
+    torch.manual_seed(0)
+    model = StructuredOrder(ItemCNN(10, 4, in_channels=3), word_dim=4, dim=6, hidden=8)
+    l = torch.randn(5, 3, 4)
+    l[1:3, 0], l[4, 0], l[4, 1] = l[0, 0], l[3, 0], l[1, 1]  # one vector per word: sandal, bag, red
+    orders = torch.tensor([f.order for f in facts])
+    f = model.facts(l, orders)  # (5, 3, 6)
+    assert (f >= 0).all() and f[0, 1:].abs().sum() == 0 and f[1, 2].abs().sum() == 0
+    v = f[[1]] + 0.1  # an image just below <sandal, red>: every block at least the fact's
+    e = order_energy(v, f)[0]
+    assert e[0] == 0 and e[1] == 0  # <sandal> and <sandal, red> are true of it
+    two = torch.stack([f[1] + 0.1, f[4] + 0.1])  # images of <sandal, red> and <bag, red>
+    fb = f[[1, 4]]
+    loss_masked = structured_order_loss(two, fb, torch.tensor(imp[[1, 4]][:, [1, 4]]), margin=1e6)
+    loss_all = structured_order_loss(two, fb, torch.zeros(2, 2, dtype=torch.bool), margin=1e6)
+    assert loss_all > loss_masked > 0  # negatives cost; masking the diagonal removes the positives' hinges
+    same = torch.stack([f[1] + 0.1, f[1] + 0.2])  # two images of one fact: no negative pair at all
+    assert structured_order_loss(same, f[[1, 1]], torch.tensor(imp[[1, 1]][:, [1, 1]]), margin=1.0) == 0

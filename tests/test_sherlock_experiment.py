@@ -27,6 +27,15 @@ def test_task_shapes_and_language_views(task):
     i = task.facts.index(Fact("sandal", "left of", "bag"))
     assert torch.allclose(task.language[i, 1], (task.language[task.facts.index(Fact("bag", "left of", "sandal")), 1]))
     assert task.language[task.facts.index(Fact("sandal")), 1:].abs().sum() == 0  # wild-cards are zeros
+    objects = task.language[:10, 0]  # the first-order facts: one per object
+    cos = objects @ objects.T  # centred on their mean, then unit length: spread out
+    assert torch.allclose(objects.norm(dim=1), torch.ones(10)) and cos[~torch.eye(10, dtype=torch.bool)].mean() < 0
+    rng = np.random.default_rng(3)
+    shared = {w: (np.ones(6) + 0.2 * rng.standard_normal(6)).astype(np.float32) for w in exp.vocabulary()}
+    for centre, check in ((False, lambda c: c > 0.9), (True, lambda c: c < 0)):
+        o = exp.slot_vectors(shared, task.facts[:10], centre=centre)[:, 0]
+        o = o / o.norm(dim=1, keepdim=True)
+        assert check(float((o @ o.T)[~torch.eye(10, dtype=torch.bool)].mean())), centre
 
 
 def test_oracle_and_noise(task):
@@ -34,16 +43,20 @@ def test_oracle_and_noise(task):
     rng = torch.Generator().manual_seed(0)
     oracle = torch.rand(len(img_fact), len(task.facts), generator=rng) + 1.0
     oracle[torch.arange(len(img_fact)), img_fact] = 0.0
-    rows = {(r["scope"], r["metric"]): r["ours"] for r in exp.retrieval_rows("SEM-A", oracle, task)}
-    assert all(v == pytest.approx(100.0) for v in rows.values())
-    noise = {(r["scope"], r["metric"]): r["ours"]
+    rows = {(r["scope"], r["candidates"], r["metric"]): r["ours"] for r in exp.retrieval_rows("SEM-A", oracle, task)}
+    assert all(v == pytest.approx(100.0) for v in rows.values()) and len(rows) == 4 * (5 + 3)
+    noise = {(r["scope"], r["candidates"], r["metric"]): r["ours"]
              for r in exp.retrieval_rows("x", torch.rand(len(img_fact), len(task.facts), generator=rng), task)}
-    assert noise[("all", "K10")] < 5 and noise[("all", "mAP")] < 5
+    assert noise[("all", exp.ALL, "K10")] < 5 and noise[("all", exp.ALL, "mAP")] < 5
+    assert noise[("order 1", exp.SAME_ORDER, "K10")] == 100.0  # only 10 first-order facts to choose from
     gen = exp.generalisation_rows("SEM-A", oracle, task)
-    k10 = [r for r in gen if r["metric"] == "K10"]
+    k10 = [r for r in gen if r["metric"] == "K10" and r["candidates"] == exp.ALL]
     assert len(k10) == 4 and all(r["ours"] == pytest.approx(100.0) for r in k10)
     assert {r["paper"] for r in k10} == {2.063, 3.022, 3.092, 2.962}
-    assert [r["ours"] for r in exp.chance_rows(task)] == pytest.approx([100 / 810, 500 / 810, 1000 / 810])
+    chance = {(r["candidates"], r["metric"]): r["ours"] for r in exp.chance_rows(task)}
+    assert [chance[(exp.ALL, f"K{k}")] for k in (1, 5, 10)] == pytest.approx([100 / 810, 500 / 810, 1000 / 810])
+    n = len(task.test)  # 2 images per fact: 20 of order 1 (10 candidates), 400 of order 2 (200), 1200 of order 3 (600)
+    assert chance[(exp.SAME_ORDER, "K1")] == pytest.approx(100 * (20 / 10 + 400 / 200 + 1200 / 600) / n)
 
 
 def test_baselines_learn_from_features_that_carry_the_fact(task):
@@ -77,3 +90,32 @@ def test_frozen_features_keep_the_layout():
     same = np.abs(cells[0][:, 0] - cells[1][:, 3]).sum()  # the same patch in another cell
     empty = np.abs(cells[0][:, 0] - cells[0][:, 3]).sum()  # the patch vs an empty cell
     assert same < 0.5 * empty
+
+
+def test_same_order_candidates_and_figure7_bins(task):
+    """An image's own-order candidates exclude the lower-order facts that win among all facts
+    when wild-card slots are ignored; Figure 7's bins cover every SPO test image once."""
+    img_fact = torch.as_tensor(task.test.fact)
+    s_of = torch.tensor([exp.OBJECTS.index(f.s) for f in task.facts])
+    dist = torch.rand(len(img_fact), len(task.facts), generator=torch.Generator().manual_seed(2)) + 1.0
+    dist[torch.arange(len(img_fact)), img_fact] = 0.5  # the true fact beats every other fact of its order ...
+    dist[s_of[img_fact][:, None] == s_of[None, :]] *= 0.1  # ... but not its subject's lower-order facts
+    dist[:, task.orders == 1] = dist[:, task.orders == 1].clamp(max=0.01)
+    rows = {(r["scope"], r["candidates"], r["metric"]): r["ours"] for r in exp.retrieval_rows("m", dist, task)}
+    assert rows[("order 3", exp.ALL, "K1")] == 0.0 and rows[("order 3", exp.SAME_ORDER, "K1")] == 100.0
+    curve = exp.images_per_fact_curve({"m": {"dist": dist}}, task)
+    spo_images = int((task.orders[img_fact] == 3).sum())
+    assert curve["images"].sum() == spo_images and set(curve["bin"]) == {"0", "1", "2-5", "6-15", "16-50", "51+"}
+
+
+def test_table1_and_table5_layout(task):
+    img_fact = torch.as_tensor(task.test.fact)
+    oracle = torch.ones(len(img_fact), len(task.facts))
+    oracle[torch.arange(len(img_fact)), img_fact] = 0.0
+    results = {f"{m}, {s}": {"dist": oracle} for m in exp.CAPTION_METHODS for s in exp.TRAININGS.values()}
+    t1 = exp.table1(results, task)
+    assert len(t1) == 8 and (t1["ours"] == 100.0).all() and t1["paper"].notna().all()
+    t5 = exp.table5({"SEM-A": {"dist": oracle}}, task)
+    assert "unseen SPO facts" in set(t5["case"])
+    unseen = t5[(t5.case == "unseen SPO facts") & (t5.metric == "facts")]["ours"].item()
+    assert unseen == ((task.orders.numpy() == 3) & (task.train_counts == 0)).sum() > 0

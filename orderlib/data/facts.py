@@ -174,6 +174,21 @@ def make_fact_images(source: FashionMNIST, split: str, facts: list[Fact], counts
     return FactImages(split, seed, list(facts), fact, items, cells, rng.integers(0, 2**31, len(fact)), source)
 
 
+def implies(facts: list[Fact]) -> np.ndarray:
+    """(F, F) bool: implies[a, b] when fact b is true of every image of fact a by structure: b is a,
+    or a with its trailing slots made wild-cards (<sandal> of <sandal, red> and of <sandal, left
+    of, bag>)."""
+    def generalisations(f):
+        return {f, Fact(f.s), Fact(f.s, f.p)}
+    index = {f: i for i, f in enumerate(facts)}
+    out = np.zeros((len(facts), len(facts)), bool)
+    for a, f in enumerate(facts):
+        for g in generalisations(f):
+            if g in index:
+                out[a, index[g]] = True
+    return out
+
+
 CASES = ("SP, O", "SO, P", "SO, PO", "SO, SP")  # Sherlock's Table 5: the parts seen >= `often` times
 
 

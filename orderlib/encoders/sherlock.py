@@ -20,8 +20,11 @@ import torch.nn as nn
 from orderlib.encoders.cnn import ItemCNN, to_input
 
 
-def _head(channels: int, hidden: int) -> nn.Sequential:
-    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, hidden), nn.ReLU(inplace=True))
+def _head(channels: int, hidden: int, grid: int = 2) -> nn.Sequential:
+    """theta_u: two fully connected layers (VGG's fc6, fc7) over the feature map pooled to a
+    grid x grid layout, so where things are (S left of O) survives, as VGG's fc6 sees its 7x7 map."""
+    return nn.Sequential(nn.AdaptiveAvgPool2d(grid), nn.Flatten(), nn.Linear(channels * grid * grid, hidden),
+                         nn.ReLU(inplace=True), nn.Linear(hidden, hidden), nn.ReLU(inplace=True))
 
 
 class SEM(nn.Module):
@@ -77,3 +80,44 @@ def structured_distance(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, 
         return stacked.gather(0, (orders - 1)[None, None, :].expand(1, v.shape[0], -1))[0]
     total = sum(torch.cdist(v[:, k], l[:, k]).pow(2) * w[None, :, k] for k in range(3))
     return total / orders[None].to(total.dtype) if per_slot else total
+
+
+class StructuredOrder(nn.Module):
+    """Beyond the paper: Sherlock's [S | P | O] space as an order embedding (Vendrov et al.).
+    Facts: f_k = |U_k l_k| per slot and zero at wild-cards, so <sandal> lies above
+    <sandal, red> and every image of a sandal; images: |SEM-A(x)|. E(image, fact) =
+    ||max(0, f - v)||^2 over all blocks (Eq. 2 of Vendrov et al.), zero when the fact is true of
+    the image; a wild-card block costs nothing by construction."""
+
+    def __init__(self, cnn: ItemCNN, word_dim: int, dim: int, hidden: int = 256, branched: bool = True):
+        super().__init__()
+        self.visual = SEM(cnn, dim, hidden, branched)
+        self.U = nn.ModuleList(nn.Linear(word_dim, dim, bias=False) for _ in range(3))
+
+    def facts(self, l: torch.Tensor, orders: torch.Tensor) -> torch.Tensor:
+        """(F, 3, dim) fact embeddings of word vectors l (F, 3, word_dim) of `orders` (F,)."""
+        f = torch.stack([self.U[k](l[:, k]).abs() for k in range(3)], 1)  # (F, 3, dim)
+        return f * slot_mask(orders.to(f.device))[..., None]
+
+    def forward(self, images) -> torch.Tensor:
+        """uint8 (B, H, W, 3) images -> (B, 3, dim), non-negative."""
+        return self.visual(images).abs()
+
+
+def order_energy(v: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """(N, F) E(image, fact) = ||max(0, f - v)||^2 of images v (N, 3, d) and facts f (F, 3, d)."""
+    from orderlib.penalties import order_violation_matrix
+
+    return order_violation_matrix(v.flatten(1), f.flatten(1))
+
+
+def structured_order_loss(v: torch.Tensor, f: torch.Tensor, implied: torch.Tensor, margin: float) -> torch.Tensor:
+    """Eq. (5) of Vendrov et al. over a batch of B images v (B, 3, d) and their facts f (B, 3, d):
+    sum of hinges alpha + E(i, i) - E(i, j) in both directions, skipping pairs where fact j is
+    true of image i (`implied` (B, B) bool, e.g. <sandal> for an image of <sandal, red>)."""
+    e = order_energy(v, f)  # (B images, B facts)
+    pos = e.diagonal()[:, None]  # (B, 1)
+    neg = ~implied
+    cost_fact = (margin + pos - e).clamp(min=0) * neg  # image i: wrong facts j
+    cost_image = (margin + pos.T - e).clamp(min=0) * neg  # fact j: images i it is not true of
+    return (cost_fact.sum() + cost_image.sum()) / len(e)

@@ -1,5 +1,5 @@
-"""Sherlock (Elhoseiny et al., AAAI 2017) on Fashion-MNIST Facts: data, language views and the
-retrieval tables (work in progress: the notebook and the caption-model baselines come next).
+"""Sherlock (Elhoseiny et al., AAAI 2017) on Fashion-MNIST Facts: presets, data, language views,
+every method of Tables 1, 4 and 5 and Figures 4 and 7 (notebook 09).
 
 Their data vs ours: the large-scale set (202k facts, 814k web images, GloVe 840B, VGG-16 from
 ImageNet) vs Fashion-MNIST Facts (810 facts over 10 objects, 20 attributes and 6 relations,
@@ -15,26 +15,43 @@ import pandas as pd
 import torch
 
 from orderlib.data.attributes import ATTRS, OBJECTS
-from orderlib.data.facts import RELATIONS, Fact, all_facts, generalisation_cases, long_tail_counts, make_fact_images
+from orderlib.data.facts import (RELATIONS, VERSION, Fact, all_facts, generalisation_cases, implies, long_tail_counts,
+                                 make_fact_images)
 from orderlib.data.fashion_mnist import load_fashion_mnist
 from orderlib.eval.facts import fact_map, fact_topk  # noqa: F401 (fact_topk re-exported for the notebook)
+from orderlib.params import device, existing, one_of
+
+# One visible place for the settings. "base": the preset of notebook 08 (Utama) whose pre-trained
+# CNN and skip-gram word vectors are reused, and of notebook 03 whose caption models are reused.
+PRESETS = {
+    "full": dict(seed=0, train_images=20000, test_per_fact=3, dev_per_fact=1, base="full",
+                 sem=dict(epochs=6, hidden=256, lr=1e-3, batch=32), order=dict(margin=0.05),
+                 cca_dim=64, eszsl_gamma=1.0, eszsl_lambda=1.0, caption_epochs=10, scale_objects=(3, 5),
+                 scale_epochs=5),
+    "small": dict(seed=0, train_images=1500, test_per_fact=1, dev_per_fact=1, base="small",
+                  sem=dict(epochs=2, hidden=32, lr=1e-3, batch=32), order=dict(margin=0.05),
+                  cca_dim=16, eszsl_gamma=1.0, eszsl_lambda=1.0, caption_epochs=2, scale_objects=(3,),
+                  scale_epochs=1),
+}
+PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "WORD_VECTORS": existing("file")}
 
 # Sherlock's Table 4, large-scale row: K1 / K5 / K10 (%) and mAP100 (%).
 PAPER_TABLE4 = {
     "SEM-A": (16.39, 17.62, 18.41, 0.96), "SEM-B": (13.27, 14.19, 14.80, 0.73),
     "MV CCA": (12.28, 12.84, 13.15, 1.0), "ESZSL": (5.80, 5.84, 5.86, 0.4),
-    "caption model, COCO pretrained": (3.48, 3.48, 3.5, 0.021), "caption model, retrained": (5.87, 6.06, 6.15, 0.29),
+    "order-embeddings (symm.), caption-trained": (3.48, 3.48, 3.5, 0.021),
+    "order-embeddings (symm.), retrained on facts": (5.87, 6.06, 6.15, 0.29),
 }
 # Table 5 (K10, SPO facts with <= 5 training images): case -> {method: K10}, and the number of facts.
 PAPER_TABLE5 = {
-    "SP, O": ({"SEM-A": 2.063, "SEM-B": 1.751, "ESZSL": 0.149, "caption model, COCO pretrained": 0.013,
-               "caption model, retrained": 0.367, "MV CCA": 1.221}, 10605),
-    "SO, P": ({"SEM-A": 3.022, "SEM-B": 1.961, "ESZSL": 0.098, "caption model, COCO pretrained": 0.025,
-               "caption model, retrained": 0.473, "MV CCA": 1.462}, 4842),
-    "SO, PO": ({"SEM-A": 3.092, "SEM-B": 1.645, "ESZSL": 0.041, "caption model, COCO pretrained": 0.000,
-                "caption model, retrained": 0.543, "MV CCA": 1.786}, 1755),
-    "SO, SP": ({"SEM-A": 2.962, "SEM-B": 2.097, "ESZSL": 0.038, "caption model, COCO pretrained": 0.013,
-                "caption model, retrained": 0.586, "MV CCA": 1.109}, 3133),
+    "SP, O": ({"SEM-A": 2.063, "SEM-B": 1.751, "ESZSL": 0.149, "order-embeddings (symm.), caption-trained": 0.013,
+               "order-embeddings (symm.), retrained on facts": 0.367, "MV CCA": 1.221}, 10605),
+    "SO, P": ({"SEM-A": 3.022, "SEM-B": 1.961, "ESZSL": 0.098, "order-embeddings (symm.), caption-trained": 0.025,
+               "order-embeddings (symm.), retrained on facts": 0.473, "MV CCA": 1.462}, 4842),
+    "SO, PO": ({"SEM-A": 3.092, "SEM-B": 1.645, "ESZSL": 0.041, "order-embeddings (symm.), caption-trained": 0.000,
+                "order-embeddings (symm.), retrained on facts": 0.543, "MV CCA": 1.786}, 1755),
+    "SO, SP": ({"SEM-A": 2.962, "SEM-B": 2.097, "ESZSL": 0.038, "order-embeddings (symm.), caption-trained": 0.013,
+                "order-embeddings (symm.), retrained on facts": 0.586, "MV CCA": 1.109}, 3133),
 }
 PAPER_STRUCTURE_ABLATION_K1 = 8.1  # "averaged S, P and O parts" (vs SEM-A's 16.39)
 
@@ -45,23 +62,41 @@ class FactTask:
     train_counts: np.ndarray  # (F,) images per fact in training
     train: object  # FactImages
     test: object  # FactImages
+    dev: object  # FactImages (model selection), or None
     language: torch.Tensor  # (F, 3, d) slot word vectors, zeros at wild-cards
     orders: torch.Tensor  # (F,)
     notes: dict = field(default_factory=dict)
 
 
-def slot_vectors(words: dict[str, np.ndarray], facts: list[Fact]) -> torch.Tensor:
+def slot_vectors(words: dict[str, np.ndarray], facts: list[Fact], centre: bool = True) -> torch.Tensor:
     """(F, 3, d) language views: each slot's word vector (a multi-word predicate: the mean of its
-    words'), zeros for wild-cards (Sherlock Eqs. 2, 4, 6)."""
+    words'), zeros for wild-cards (Sherlock Eqs. 2, 4, 6). With `centre`, each slot's vocabulary
+    (the 10 objects for S and O; the 20 attributes and 6 relations for P) is centred on its mean
+    and the vectors scaled to unit length: a fixed linear map per slot that spreads the targets
+    (skip-gram vectors of WordNet's small corpus share one direction, cosine ~0.8 between the
+    objects, where GloVe's 840B-token vectors, the paper's, are far apart)."""
     d = len(next(iter(words.values())))
 
     def vec(phrase):
+        parts = [words[w] for w in phrase.split() if w in words]
+        return np.mean(parts, 0).astype(np.float32) if parts else np.zeros(d, np.float32)
+
+    slot_words = {"s": OBJECTS, "p": tuple(ATTRS) + tuple(RELATIONS), "o": OBJECTS}
+    table = {k: {w: vec(w) for w in ws} for k, ws in slot_words.items()}
+    if centre:
+        for k, vs in table.items():
+            mean = np.mean(list(vs.values()), 0)
+            for w, v in vs.items():
+                c = v - mean
+                vs[w] = (c / max(np.linalg.norm(c), 1e-8)).astype(np.float32)
+
+    def slot(k, phrase):
         if phrase is None:
             return np.zeros(d, np.float32)
-        parts = [words[w] for w in phrase.split() if w in words]
-        return np.mean(parts, 0) if parts else np.zeros(d, np.float32)
+        return table[k][phrase] if phrase in table[k] else vec(phrase)
 
-    return torch.tensor(np.stack([[vec(f.s), vec(f.p), vec(f.o)] for f in facts]), dtype=torch.float32)
+    return torch.tensor(np.stack([[slot("s", f.s), slot("p", f.p), slot("o", f.o)] for f in facts]),
+                        dtype=torch.float32)
 
 
 def vocabulary() -> list[str]:
@@ -69,26 +104,44 @@ def vocabulary() -> list[str]:
     return sorted(set(OBJECTS) | set(ATTRS) | {w for r in RELATIONS for w in r.split()})
 
 
-def fact_task(cfg: dict, words: dict[str, np.ndarray]) -> FactTask:
+def fact_task(cfg: dict, words: dict[str, np.ndarray], objects: int | None = None) -> FactTask:
     """Training images with long-tailed counts, `test_per_fact` test images of every fact (seen
-    in training or not), and the facts' language views."""
+    in training or not), `dev_per_fact` dev images of every fact (Fashion-MNIST train[50000:]),
+    and the facts' language views. `objects` keeps the facts of the first k objects (Figure 4)."""
     facts = all_facts()
+    if objects is not None:
+        keep = set(OBJECTS[:objects])
+        facts = [f for f in facts if f.s in keep and (f.o is None or f.o in keep)]
     counts = long_tail_counts(facts, cfg["train_images"], cfg.get("exponent", 1.0), cfg.get("unseen", 0.1),
                               seed=cfg["seed"])
     train = make_fact_images(load_fashion_mnist("train"), "train", facts, counts, cfg["seed"])
     test = make_fact_images(load_fashion_mnist("test"), "test", facts, np.full(len(facts), cfg["test_per_fact"]),
                             cfg["seed"])
+    dev = (make_fact_images(load_fashion_mnist("train"), "dev", facts, np.full(len(facts), cfg["dev_per_fact"]),
+                            cfg["seed"]) if cfg.get("dev_per_fact") else None)
     orders = torch.tensor([f.order for f in facts])
     notes = {"facts": len(facts), "train images": int(counts.sum()), "test images": len(test),
              "unseen facts": int((counts == 0).sum()), "facts with <= 5 training images": int((counts <= 5).sum())}
-    return FactTask(facts, counts, train, test, slot_vectors(words, facts), orders, notes)
+    return FactTask(facts, counts, train, test, dev, slot_vectors(words, facts), orders, notes)
+
+
+ALL, SAME_ORDER = "all facts", "facts of the image's order"
+
+
+def same_order(dist: torch.Tensor, task: FactTask) -> torch.Tensor:
+    """dist (test images, facts) with facts of another order than the image's fact set to +inf:
+    image -> fact retrieval when the fact type is given (a diagnostic beyond the paper)."""
+    img_order = task.orders[torch.as_tensor(task.test.fact)]
+    return dist.masked_fill(img_order[:, None] != task.orders[None, :], float("inf"))
 
 
 def retrieval_rows(method: str, dist: torch.Tensor, task: FactTask, paper: dict = PAPER_TABLE4) -> list[dict]:
     """Table 4 rows of one method from its (test images, facts) distances: image -> fact K1/5/10
-    and fact -> image mAP / mAP@100, overall and per fact order."""
+    among all facts (the paper) and among the facts of the image's order, and fact -> image mAP /
+    mAP@100, overall and per fact order."""
     img_fact = torch.as_tensor(task.test.fact)
     paper_values = dict(zip(("K1", "K5", "K10", "mAP@100"), paper.get(method, (None,) * 4)))  # the "all" scope's
+    typed = same_order(dist, task)
     rows = []
     for scope, sel in (("all", torch.ones(len(img_fact), dtype=torch.bool)),
                        *[(f"order {k}", task.orders[img_fact] == k) for k in (1, 2, 3)]):
@@ -96,28 +149,44 @@ def retrieval_rows(method: str, dist: torch.Tensor, task: FactTask, paper: dict 
         q = dist[:, qf].T  # (facts, images)
         metrics = {**fact_topk(dist[sel], img_fact[sel]), "mAP": fact_map(q, img_fact, qf),
                    "mAP@100": fact_map(q, img_fact, qf, top=100)}
-        rows += [dict(method=method, scope=scope, metric=metric, paper=paper_values.get(metric) if scope == "all" else None,
-                      ours=value) for metric, value in metrics.items()]
+        rows += [dict(method=method, scope=scope, candidates=ALL, metric=metric,
+                      paper=paper_values.get(metric) if scope == "all" else None, ours=value)
+                 for metric, value in metrics.items()]
+        rows += [dict(method=method, scope=scope, candidates=SAME_ORDER, metric=metric, paper=None, ours=value)
+                 for metric, value in fact_topk(typed[sel], img_fact[sel]).items()]
     return rows
 
 
 def chance_rows(task: FactTask) -> list[dict]:
-    """Chance: k / number of candidate facts for K@k."""
-    n = len(task.facts)
-    return [dict(method="chance", scope="all", metric=f"K{k}", paper=None, ours=100.0 * k / n) for k in (1, 5, 10)]
+    """Chance: k / number of candidate facts for K@k (all facts; facts of the image's order)."""
+    img_order = task.orders[torch.as_tensor(task.test.fact)]
+    n_typed = torch.bincount(task.orders, minlength=4)[img_order].double()  # (N,) candidates of each image
+    rows = []
+    for k in (1, 5, 10):
+        rows.append(dict(method="chance", scope="all", candidates=ALL, metric=f"K{k}", paper=None,
+                         ours=100.0 * min(k, len(task.facts)) / len(task.facts)))
+        rows.append(dict(method="chance", scope="all", candidates=SAME_ORDER, metric=f"K{k}", paper=None,
+                         ours=100.0 * float((k / n_typed).clamp(max=1).mean())))
+    return rows
 
 
 def generalisation_rows(method: str, dist: torch.Tensor, task: FactTask, cases: dict | None = None) -> list[dict]:
-    """Table 5: K10 over test images of the few-example SPO facts of each case."""
+    """Table 5: K10 over test images of the few-example SPO facts of each case, among all facts
+    (the paper) and among the SPO facts."""
     cases = cases if cases is not None else generalisation_cases(task.facts, task.train_counts)
     img_fact = np.asarray(task.test.fact)
+    typed = same_order(dist, task)
     rows = []
     for case, fact_ids in cases.items():
-        sel = np.isin(img_fact, fact_ids)
-        paper = PAPER_TABLE5[case][0].get(method)
-        value = fact_topk(dist[torch.as_tensor(sel)], torch.as_tensor(img_fact[sel]))["K10"] if sel.any() else float("nan")
-        rows += [dict(method=method, case=case, metric="K10", paper=paper, ours=value),
-                 dict(method=method, case=case, metric="facts", paper=PAPER_TABLE5[case][1], ours=float(len(fact_ids)))]
+        paper_k10, paper_facts = PAPER_TABLE5.get(case, ({}, None))
+        sel = torch.as_tensor(np.isin(img_fact, fact_ids))
+        target = torch.as_tensor(img_fact)[sel]
+        for candidates, d in ((ALL, dist), (SAME_ORDER, typed)):
+            value = fact_topk(d[sel], target)["K10"] if bool(sel.any()) else float("nan")
+            rows.append(dict(method=method, case=case, candidates=candidates, metric="K10",
+                             paper=paper_k10.get(method) if candidates == ALL else None, ours=value))
+        rows.append(dict(method=method, case=case, candidates="", metric="facts", paper=paper_facts,
+                         ours=float(len(fact_ids))))
     return rows
 
 
@@ -149,3 +218,231 @@ def baseline_distances(task: FactTask, train_x: np.ndarray, test_x: np.ndarray, 
     ez = ESZSL.fit(train_x, index[task.train.fact], lang[seen], cfg.get("eszsl_gamma", 1.0), cfg.get("eszsl_lambda", 1.0))
     cca = MultiviewCCA.fit(train_x, lang[task.train.fact], k=cfg.get("cca_dim", 64), reg=cfg.get("cca_reg", 1e-3))
     return {"ESZSL": ez.distance(test_x, lang), "MV CCA": cca.distance(test_x, lang)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The notebook's runner: every method trained on one FactTask, then the tables and figures.
+
+PAPER_TABLE4["SEM-A, S/P/O averaged (ablation)"] = (PAPER_STRUCTURE_ABLATION_K1, None, None, None)
+# Sherlock's Table 1 on 6DS (186 facts, the largest of its Table 1 sets): (i2f top-1, f2i mAP).
+PAPER_TABLE1 = {("order-embeddings (symm.)", "captions"): (15.71, 9.37),
+                ("order-embeddings (symm.)", "fact phrases"): (26.13, 26.17),
+                ("order-embeddings", "captions"): (12.56, 10.21), ("order-embeddings", "fact phrases"): (31.57, 35.23)}
+SEM_ROWS = {  # method -> SEMConfig fields
+    "SEM-A": dict(branched=True),
+    "SEM-B": dict(branched=False),
+    "SEM-A, S/P/O averaged (ablation)": dict(branched=True, average=True),
+    "structured order-embedding (SEM-A)": dict(branched=True, objective="order"),
+}
+CAPTION_METHODS = ("order-embeddings", "order-embeddings (symm.)")  # Vendrov et al.'s model; Kiros et al.'s (TACL15)
+TRAININGS = {"captions": "caption-trained", "fact phrases": "retrained on facts"}
+
+
+@dataclass
+class FactData:
+    """A FactTask with its rendered images and frozen-CNN features per split."""
+
+    task: FactTask
+    images: dict  # split -> uint8 (N, 64, 64, 3)
+    features: dict  # split -> (N, 4C) float32
+
+
+def base_config(cfg: dict) -> dict:
+    """The Utama preset whose CNN and word vectors this notebook reuses."""
+    from orderlib.experiments import utama
+
+    return {**utama.PRESETS[cfg["base"]], "word_vectors": cfg.get("word_vectors")}
+
+
+def pretrained(cfg: dict, workdir, device="cpu", progress: bool = True):
+    """(CNN pre-trained on plain items, its history, {word: vector}): shared with notebook 08."""
+    from orderlib.experiments import utama
+
+    ucfg = base_config(cfg)
+    cnn, history = utama.pretrain_cnn(ucfg, workdir, device, progress)
+    words = dict(zip(vocabulary(), utama.token_vectors(ucfg, vocabulary(), workdir)))
+    return cnn, history, words
+
+
+def fact_data(cfg: dict, words: dict, cnn, objects: int | None = None) -> FactData:
+    task = fact_task(cfg, words, objects)
+    images = {s: getattr(task, s).render() for s in ("train", "dev", "test")}
+    return FactData(task, images, {s: frozen_features(cnn, x) for s, x in images.items()})
+
+
+def _slug(method: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in method.lower())
+
+
+def train_sem_rows(cfg: dict, data: FactData, cnn, workdir, device="cpu", progress: bool = True,
+                   rows=None, epochs: int | None = None) -> dict[str, dict]:
+    """Train every SEM row (epochs chosen on the dev images' fact -> image mAP); return method ->
+    {"dist": (test images, facts), "fit": FitResult}."""
+    from orderlib.checkpoint import fingerprint
+    from orderlib.train_sherlock import SEMConfig, distances, train_sem
+
+    task, out = data.task, {}
+    implied = implies(task.facts)
+    key = fingerprint(task.train.fingerprint(), task.language)
+    for method in rows or SEM_ROWS:
+        fields = {**cfg["sem"], **SEM_ROWS[method], "seed": cfg["seed"]}
+        if fields.get("objective") == "order":
+            fields.update(cfg["order"])
+        if epochs is not None:
+            fields["epochs"] = epochs
+        scfg = SEMConfig(**fields)
+
+        def dev_map(model, average=scfg.average):
+            d = distances(model, data.images["dev"], task.language, task.orders, average)  # (dev images, facts)
+            return {"dev mAP": fact_map(d.T, task.dev.fact, torch.arange(len(task.facts)))}
+
+        model, fitted = train_sem(scfg, cnn, data.images["train"], task.language[task.train.fact],
+                                  task.orders[task.train.fact], dev_map, "dev mAP",
+                                  workdir / f"{_slug(method)}_{len(task.facts)}.pt", progress, device, key,
+                                  fact=task.train.fact, implied=implied)
+        out[method] = {"dist": distances(model, data.images["test"], task.language, task.orders, scfg.average),
+                       "fit": fitted, "model": model}
+    return out
+
+
+def closed_form_rows(cfg: dict, data: FactData) -> dict[str, dict]:
+    """ESZSL and multiview CCA on the frozen features (closed form: no epochs)."""
+    dists = baseline_distances(data.task, data.features["train"], data.features["test"], cfg)
+    return {m: {"dist": d} for m, d in dists.items()}
+
+
+def phrase_distances(model, features: torch.Tensor, facts: list[Fact], vocab) -> torch.Tensor:
+    """(images, facts) penalties of a caption model between image features and fact phrases."""
+    from orderlib.data.scenes import caption_tokenize
+
+    dev = next(model.parameters()).device
+    tokens, lengths = vocab.encode([caption_tokenize(f.phrase()) for f in facts])
+    model.eval()
+    with torch.no_grad():
+        return model.penalty_matrix(model.images(torch.as_tensor(features, dtype=torch.float32).to(dev)),
+                                    model.captions(tokens.to(dev), lengths)).cpu()
+
+
+def caption_trained_rows(cfg: dict, data: FactData, workdir, device="cpu", progress: bool = True) -> dict[str, dict]:
+    """Table 2's models of notebook 03 as trained on Fashion-MNIST Scenes captions (Sherlock's
+    "COCO pretrained"), shown fact images (grey, as their CNN was trained) and fact phrases."""
+    from orderlib.encoders.cnn import scene_features
+    from orderlib.experiments import oe_retrieval as oe
+
+    ocfg = oe.PRESETS[cfg["base"]]
+    sd = oe.build_scene_data(ocfg, device, workdir, progress)
+    rd = oe.scene_retrieval_data(sd)
+    trained = oe.train_rows({"10crop": rd}, ocfg, device, workdir, rows=list(CAPTION_METHODS), progress=progress)
+    grey = data.images["test"].mean(-1).round().astype(np.uint8)  # (N, 64, 64)
+    feats, _ = scene_features(sd.cnn, grey)
+    unknown = sorted({w for f in data.task.facts for w in f.phrase().split() if w not in rd.vocab.index})
+    return {f"{m}, caption-trained": {"dist": phrase_distances(trained.results[m].model, feats, data.task.facts, rd.vocab),
+                                      "fit": trained.results[m], "unknown words": unknown} for m in CAPTION_METHODS}
+
+
+def caption_retrained_rows(cfg: dict, data: FactData, workdir, device="cpu", progress: bool = True) -> dict[str, dict]:
+    """The same caption models retrained on (fact image, fact phrase) pairs ("sandal left of bag"),
+    on the frozen features the closed-form baselines use; epochs chosen on the dev images."""
+    from dataclasses import replace
+
+    from orderlib.data.scenes import caption_tokenize
+    from orderlib.experiments import oe_retrieval as oe
+    from orderlib.train_retrieval import CAPTIONS_PER_IMAGE, prepare, train_retrieval_model
+
+    task = data.task
+    phrases = [caption_tokenize(f.phrase()) for f in task.facts]
+    rd = prepare({s: (torch.as_tensor(data.features[s]),
+                      [phrases[f] for f in getattr(task, s).fact for _ in range(CAPTIONS_PER_IMAGE)])
+                  for s in ("train", "dev", "test")})
+    ocfg = oe.PRESETS[cfg["base"]]
+    out = {}
+    for m in CAPTION_METHODS:
+        rcfg = replace(oe.row_config(m, ocfg), epochs=cfg["caption_epochs"], seed=cfg["seed"])
+        res = train_retrieval_model(rd, rcfg, device, workdir / f"retrained_{_slug(m)}_{len(task.facts)}.pt", progress, m)
+        out[f"{m}, retrained on facts"] = {"dist": phrase_distances(res.model, data.features["test"], task.facts, rd.vocab),
+                                           "fit": res}
+    return out
+
+
+def table1(results: dict, task: FactTask) -> pd.DataFrame:
+    """Sherlock's Table 1: the caption models caption-trained vs retrained on facts; i2f top-1
+    among all facts, f2i mAP; the paper's column: 6DS."""
+    img_fact = torch.as_tensor(task.test.fact)
+    rows = []
+    for m in CAPTION_METHODS:
+        for training, suffix in TRAININGS.items():
+            dist = results[f"{m}, {suffix}"]["dist"]
+            paper = PAPER_TABLE1[(m, training)]
+            values = (fact_topk(dist, img_fact, ks=(1,))["K1"],
+                      fact_map(dist.T, img_fact, torch.arange(len(task.facts))))
+            rows += [dict(method=m, training=training, metric=metric, paper=p, ours=v)
+                     for metric, p, v in zip(("i2f top-1", "f2i mAP"), paper, values)]
+    return pd.DataFrame(rows)
+
+
+def table4(results: dict, task: FactTask) -> pd.DataFrame:
+    rows = [r for m, res in results.items() for r in retrieval_rows(m, res["dist"], task)]
+    return pd.DataFrame(rows + chance_rows(task))
+
+
+def table5(results: dict, task: FactTask) -> pd.DataFrame:
+    """Table 5's four cases plus the SPO facts never seen in training (beyond the paper)."""
+    cases = generalisation_cases(task.facts, task.train_counts)
+    cases["unseen SPO facts"] = np.flatnonzero((task.orders.numpy() == 3) & (task.train_counts == 0))
+    return pd.DataFrame([r for m, res in results.items() for r in generalisation_rows(m, res["dist"], task, cases)])
+
+
+FIG7_BINS = ((0, 0), (1, 1), (2, 5), (6, 15), (16, 50), (51, None))
+
+
+def images_per_fact_curve(results: dict, task: FactTask, bins=FIG7_BINS) -> pd.DataFrame:
+    """Figure 7: K10 (all facts) of test images of SPO facts by the fact's training images."""
+    img_fact = np.asarray(task.test.fact)
+    n = task.train_counts[img_fact]
+    spo = task.orders.numpy()[img_fact] == 3
+    rows = []
+    for lo, hi in bins:
+        sel = spo & (n >= lo) & (n <= (hi if hi is not None else np.inf))
+        label = f"{lo}" if lo == hi else (f"{lo}+" if hi is None else f"{lo}-{hi}")
+        for m, res in results.items():
+            value = fact_topk(res["dist"][torch.as_tensor(sel)], torch.as_tensor(img_fact[sel]))["K10"] if sel.any() else np.nan
+            rows.append(dict(bin=label, facts=len(np.unique(img_fact[sel])), images=int(sel.sum()), method=m, K10=value))
+    return pd.DataFrame(rows)
+
+
+def scale_point(results: dict, task: FactTask) -> list[dict]:
+    """One Figure 4 point per method: K1 among all facts and among the image's order."""
+    img_fact = torch.as_tensor(task.test.fact)
+    return [dict(facts=len(task.facts), method=m, candidates=c,
+                 K1=fact_topk(d, img_fact, ks=(1,))["K1"])
+            for m, res in results.items() for c, d in ((ALL, res["dist"]), (SAME_ORDER, same_order(res["dist"], task)))]
+
+
+def examples(dist: torch.Tensor, task: FactTask, n_images: int = 6, n_facts: int = 3, k: int = 5, seed: int = 0):
+    """Image -> fact: (test image, its fact, top-k facts) for images of every order; fact ->
+    image: (fact, top-k test images, which are relevant) for SPO facts seen in training."""
+    rng = np.random.default_rng(seed)
+    img_fact = np.asarray(task.test.fact)
+    orders = task.orders.numpy()
+    picks = np.concatenate([rng.choice(np.flatnonzero(orders[img_fact] == o), n_images // 3, replace=False)
+                            for o in (1, 2, 3)])
+    i2f = [(int(i), str(task.facts[img_fact[i]]), [str(task.facts[j]) for j in dist[i].argsort()[:k].tolist()])
+           for i in picks]
+    seen_spo = np.flatnonzero((orders == 3) & (task.train_counts > 0))
+    f2i = [(str(task.facts[f]), dist[:, f].argsort()[:k].tolist(),
+            [bool(img_fact[i] == f) for i in dist[:, f].argsort()[:k].tolist()])
+           for f in rng.choice(seen_spo, n_facts, replace=False)]
+    return i2f, f2i
+
+
+def source() -> str:
+    from orderlib.data.fashion_mnist import ensure_fashion_mnist
+
+    return f"{VERSION} from Fashion-MNIST ({ensure_fashion_mnist()[1]}) and WordNet 3.0 words"
+
+
+def data_fingerprint(task: FactTask) -> str:
+    from orderlib.checkpoint import fingerprint
+
+    return fingerprint(task.train.fingerprint(), task.test.fingerprint(),
+                       task.dev.fingerprint() if task.dev is not None else "", task.language)
