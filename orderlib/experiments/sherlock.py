@@ -25,7 +25,7 @@ from orderlib.params import device, existing, one_of
 # CNN and skip-gram word vectors are reused, and of notebook 03 whose caption models are reused.
 PRESETS = {
     "full": dict(seed=0, train_images=20000, test_per_fact=3, dev_per_fact=1, base="full",
-                 sem=dict(epochs=6, hidden=256, lr=1e-3, batch=32), order=dict(margin=0.05),
+                 sem=dict(epochs=12, hidden=256, lr=1e-3, batch=32), order=dict(margin=0.05),
                  cca_dim=64, eszsl_gamma=1.0, eszsl_lambda=1.0, caption_epochs=10, scale_objects=(3, 5),
                  scale_epochs=5),
     "small": dict(seed=0, train_images=1500, test_per_fact=1, dev_per_fact=1, base="small",
