@@ -446,3 +446,20 @@ def data_fingerprint(task: FactTask) -> str:
 
     return fingerprint(task.train.fingerprint(), task.test.fingerprint(),
                        task.dev.fingerprint() if task.dev is not None else "", task.language)
+
+
+def scale_curve(cfg: dict, results: dict, task: FactTask, words: dict, cnn, workdir, device="cpu",
+                progress: bool = True, methods=("SEM-A", "SEM-B", "MV CCA", "ESZSL")) -> pd.DataFrame:
+    """Figure 4: K1 of `methods` on the full stand-in (from `results`) and on the stand-ins of the
+    first k objects for k in cfg["scale_objects"] (training images in proportion to the facts;
+    SEM rows retrained for cfg["scale_epochs"], closed-form baselines refitted)."""
+    points = scale_point({m: results[m] for m in methods}, task)
+    for k in cfg["scale_objects"]:
+        n_facts = k + len(ATTRS) * k + len(RELATIONS) * k * k
+        sub_cfg = {**cfg, "train_images": int(round(cfg["train_images"] * n_facts / len(task.facts)))}
+        sub = fact_data(sub_cfg, words, cnn, objects=k)
+        sub_results = train_sem_rows(sub_cfg, sub, cnn, workdir, device, progress,
+                                     rows=[m for m in methods if m in SEM_ROWS], epochs=cfg["scale_epochs"])
+        sub_results.update({m: r for m, r in closed_form_rows(sub_cfg, sub).items() if m in methods})
+        points += scale_point(sub_results, sub.task)
+    return pd.DataFrame(points)
