@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 
 from orderlib.encoders.cnn import ItemCNN, to_input
+from orderlib.penalties import order_violation_matrix
 
 
 def _head(channels: int, hidden: int, grid: int = 2) -> nn.Sequential:
@@ -106,8 +107,6 @@ class StructuredOrder(nn.Module):
 
 def order_energy(v: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
     """(N, F) E(image, fact) = ||max(0, f - v)||^2 of images v (N, 3, d) and facts f (F, 3, d)."""
-    from orderlib.penalties import order_violation_matrix
-
     return order_violation_matrix(v.flatten(1), f.flatten(1))
 
 

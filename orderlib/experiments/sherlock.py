@@ -104,21 +104,28 @@ def vocabulary() -> list[str]:
     return sorted(set(OBJECTS) | set(ATTRS) | {w for r in RELATIONS for w in r.split()})
 
 
+def facts_of(objects: int | None = None) -> list[Fact]:
+    """Every fact, or those whose objects are among the first `objects` (Figure 4's stand-ins)."""
+    facts = all_facts()
+    if objects is None:
+        return facts
+    keep = set(OBJECTS[:objects])
+    return [f for f in facts if f.s in keep and (f.o is None or f.o in keep)]
+
+
 def fact_task(cfg: dict, words: dict[str, np.ndarray], objects: int | None = None) -> FactTask:
     """Training images with long-tailed counts, `test_per_fact` test images of every fact (seen
     in training or not), `dev_per_fact` dev images of every fact (Fashion-MNIST train[50000:]),
     and the facts' language views. `objects` keeps the facts of the first k objects (Figure 4)."""
-    facts = all_facts()
-    if objects is not None:
-        keep = set(OBJECTS[:objects])
-        facts = [f for f in facts if f.s in keep and (f.o is None or f.o in keep)]
+    facts = facts_of(objects)
     counts = long_tail_counts(facts, cfg["train_images"], cfg.get("exponent", 1.0), cfg.get("unseen", 0.1),
                               seed=cfg["seed"])
-    train = make_fact_images(load_fashion_mnist("train"), "train", facts, counts, cfg["seed"])
+    train_source = load_fashion_mnist("train")  # train and dev items: disjoint ranges of it
+    train = make_fact_images(train_source, "train", facts, counts, cfg["seed"])
     test = make_fact_images(load_fashion_mnist("test"), "test", facts, np.full(len(facts), cfg["test_per_fact"]),
                             cfg["seed"])
-    dev = (make_fact_images(load_fashion_mnist("train"), "dev", facts, np.full(len(facts), cfg["dev_per_fact"]),
-                            cfg["seed"]) if cfg.get("dev_per_fact") else None)
+    dev = (make_fact_images(train_source, "dev", facts, np.full(len(facts), cfg["dev_per_fact"]), cfg["seed"])
+           if cfg.get("dev_per_fact") else None)
     orders = torch.tensor([f.order for f in facts])
     notes = {"facts": len(facts), "train images": int(counts.sum()), "test images": len(test),
              "unseen facts": int((counts == 0).sum()), "facts with <= 5 training images": int((counts <= 5).sum())}
@@ -429,9 +436,10 @@ def examples(dist: torch.Tensor, task: FactTask, n_images: int = 6, n_facts: int
     i2f = [(int(i), str(task.facts[img_fact[i]]), [str(task.facts[j]) for j in dist[i].argsort()[:k].tolist()])
            for i in picks]
     seen_spo = np.flatnonzero((orders == 3) & (task.train_counts > 0))
-    f2i = [(str(task.facts[f]), dist[:, f].argsort()[:k].tolist(),
-            [bool(img_fact[i] == f) for i in dist[:, f].argsort()[:k].tolist()])
-           for f in rng.choice(seen_spo, n_facts, replace=False)]
+    f2i = []
+    for f in rng.choice(seen_spo, n_facts, replace=False):
+        ranked = dist[:, f].argsort()[:k].tolist()
+        f2i.append((str(task.facts[f]), ranked, [bool(img_fact[i] == f) for i in ranked]))
     return i2f, f2i
 
 
@@ -455,8 +463,7 @@ def scale_curve(cfg: dict, results: dict, task: FactTask, words: dict, cnn, work
     SEM rows retrained for cfg["scale_epochs"], closed-form baselines refitted)."""
     points = scale_point({m: results[m] for m in methods}, task)
     for k in cfg["scale_objects"]:
-        n_facts = k + len(ATTRS) * k + len(RELATIONS) * k * k
-        sub_cfg = {**cfg, "train_images": int(round(cfg["train_images"] * n_facts / len(task.facts)))}
+        sub_cfg = {**cfg, "train_images": int(round(cfg["train_images"] * len(facts_of(k)) / len(task.facts)))}
         sub = fact_data(sub_cfg, words, cnn, objects=k)
         sub_results = train_sem_rows(sub_cfg, sub, cnn, workdir, device, progress,
                                      rows=[m for m in methods if m in SEM_ROWS], epochs=cfg["scale_epochs"])
