@@ -28,7 +28,7 @@ def main() -> None:
     cfg = PRESETS["full"]
     ensure_wordnet(cfg["wordnet"])
     graph = load_noun_graph(cfg["wordnet"])
-    data = make_splits(graph.parents, "paper", cfg["n_test"], cfg["n_dev"], cfg["seed"])
+    data = make_splits(graph.parents, "paper", cfg["n_test"], cfg["n_dev"], cfg["split_seed"])
     rows = []
     for method in OPTIMIZERS:
         c = model_config("order-embeddings", cfg, epochs=args.epochs, patience=args.epochs, optimizer=method)
@@ -39,7 +39,7 @@ def main() -> None:
             rows.append(dict(method=method, metric=f"dev accuracy after {e} epochs (%)", ours=h["dev_accuracy"]))
             rows.append(dict(method=method, metric=f"test accuracy after {e} epochs (%)", ours=h["test_accuracy"]))
     df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
-    meta = {"preset": "full", "seed": cfg["seed"], "device": device_description("cpu"),
+    meta = {"preset": "full", "seed": cfg["seeds"][0], "device": device_description("cpu"),
             "data_source": f"WordNet {graph.version} ({graph.source})",
             "data_fingerprint": graph.fingerprint, "wall_time_s": time.perf_counter() - t0,
             "epochs": args.epochs, "model": "order-embeddings, paper protocol, lr 0.01, batch 500+500"}

@@ -93,7 +93,7 @@ def hypernymy_epoch_seconds() -> float:
 
     cfg = PRESETS["full"]
     ensure_wordnet(cfg["wordnet"])
-    data = make_splits(load_noun_graph(cfg["wordnet"]).parents, "paper", cfg["n_test"], cfg["n_dev"], cfg["seed"])
+    data = make_splits(load_noun_graph(cfg["wordnet"]).parents, "paper", cfg["n_test"], cfg["n_dev"], cfg["split_seed"])
     c = model_config("order-embeddings", cfg, epochs=1, patience=1, optimizer="lazy_adam")
     t = time.perf_counter()
     train_concept_model(data, c, "cpu", None, progress=False)

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).parent / "csrc" / "order_violation.cpp"
+W2G_SOURCE = Path(__file__).parent / "csrc" / "word2gauss.cpp"
 DTYPES = (torch.float32, torch.float64)
 _lock = threading.Lock()
 _state: dict = {}  # "module" or "error", once tried
@@ -51,7 +52,7 @@ def build_flags() -> list[str]:
     return ["-O3", "-fopenmp", *_arch_flags()]
 
 
-def _build():
+def _build(source: Path = SOURCE):
     # Importing the builder logs "No CUDA runtime is found" on CPU-only machines: not our concern.
     quiet = logging.getLogger("torch.utils.cpp_extension")
     level = quiet.level
@@ -67,7 +68,7 @@ def _build():
     if env_bin not in old_path.split(os.pathsep):
         os.environ["PATH"] = env_bin + os.pathsep + old_path
     try:
-        return load(name=f"orderlib_order_violation_{_cpu_signature()}", sources=[str(SOURCE)],
+        return load(name=f"orderlib_{source.stem}_{_cpu_signature()}", sources=[str(source)],
                     extra_cflags=build_flags(), extra_ldflags=["-fopenmp"], verbose=False)
     finally:
         os.environ["PATH"] = old_path
@@ -85,6 +86,28 @@ def cpu_kernel():
                 lines = str(exc).strip().splitlines()
                 _state["error"] = f"{type(exc).__name__}: {lines[-1] if lines else ''}"
         return _state.get("module")
+
+
+_w2g: dict = {}
+
+
+def word2gauss_kernel():
+    """Return the compiled word2gauss trainer (orderlib/csrc/word2gauss.cpp), or None with the
+    reason in `word2gauss_status()`; built like the order-violation kernel, once per machine."""
+    with _lock:
+        if not _w2g:
+            try:
+                _w2g["module"] = _build(W2G_SOURCE)
+            except Exception as exc:  # no compiler or ninja
+                lines = str(exc).strip().splitlines()
+                _w2g["error"] = f"{type(exc).__name__}: {lines[-1] if lines else ''}"
+        return _w2g.get("module")
+
+
+def word2gauss_status() -> str:
+    """Say whether the compiled word2gauss trainer is available, and if not, why."""
+    return "compiled C++ (" + " ".join(build_flags()) + ")" if word2gauss_kernel() else (
+        "unavailable: " + _w2g["error"])
 
 
 def kernel_status() -> str:

@@ -84,3 +84,24 @@ def hinge_rank(scores: torch.Tensor, target: torch.Tensor, margin: float = 0.1, 
 
 
 LOSSES = {"max_margin": max_margin, "ranking_hinge": ranking_hinge}
+
+
+def binary_cross_entropy(e_pos: torch.Tensor, e_neg: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
+    """Return mean -log P(pos) + mean -log(1 - P(neg)) for energies E = -log P (margin unused).
+
+    The box models' objective (Li et al., ICLR 2019; Dasgupta et al., NeurIPS 2020), whose
+    energy is -log P(v | u): positives push P(v | u) to 1, negatives to 0.
+    """
+    return e_pos.mean() - torch.log(-torch.expm1(-e_neg.clamp(min=1e-6))).mean()
+
+
+def logistic_ranking(e_pos: torch.Tensor, e_neg: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
+    """Return mean log(1 + exp(E(pos) - E(neg))) over aligned (pos, corrupted) pairs (margin unused).
+
+    Nickel & Kiela's (NeurIPS 2017) softmax loss over {v} and the negatives, with distance
+    energies, for one negative per term: -log(e^-E(pos) / (e^-E(pos) + e^-E(neg))).
+    """
+    return F.softplus(e_pos - e_neg).mean()
+
+
+LOSSES.update({"binary_cross_entropy": binary_cross_entropy, "logistic_ranking": logistic_ranking})

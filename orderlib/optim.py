@@ -14,6 +14,12 @@ Two rules:
   A non-negativity clamp commutes with these monotone moves, so constraints stay exact.
   Call `prepare(rows)` to get the rows' values for the forward pass, `step(rows, grads)` after
   backward, and `flush()` before evaluating.
+
+Tables named in `manifolds` (e.g. a geoopt PoincareBall) take Riemannian Adam's step (Becigneul &
+Ganea, ICLR 2019; geoopt's RiemannianAdam) on their touched rows: the Euclidean gradient turned
+into the Riemannian one, the second moment from the metric's inner product, a retraction, and the
+first moment transported to the new point. Their untouched rows follow SparseAdam's rule under
+either setting (geoopt's SparseRiemannianAdam): transported momentum has no closed-form catch-up.
 """
 from __future__ import annotations
 
@@ -31,9 +37,12 @@ class RowAdam:
 
     def __init__(self, tables: dict[str, torch.Tensor], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 catch_up: bool = False, window: int = 128):
+                 catch_up: bool = False, window: int = 128, manifolds: dict | None = None):
         self.tables, self.lr, self.betas, self.eps = tables, lr, betas, eps
         self.catch_up, self.window = catch_up, window
+        self.manifolds = dict(manifolds or {})  # table name -> geoopt manifold of its rows
+        if set(self.manifolds) - set(tables):
+            raise ValueError(f"manifolds for unknown tables: {sorted(set(self.manifolds) - set(tables))}")
         self.t = 0
         self.moments = {k: torch.zeros((v.shape[0], 2, v.shape[1]), dtype=v.dtype, device=v.device)
                         for k, v in tables.items()}  # (N, 2, D): first and second moment
@@ -84,6 +93,8 @@ class RowAdam:
         d1 = torch.exp(k[:, None] * math.log(b1)).to(dtype)  # (R', 1): b1^k
         d2 = torch.exp(k[:, None] * math.log(b2)).to(dtype)
         for name in mv:
+            if name in self.manifolds:
+                continue  # Riemannian rows: SparseAdam's rule, no catch-up
             m, v = mv[name][idle, 0], mv[name][idle, 1]  # (R', D)
             new = current[name][idle] - (self.lr * f.to(dtype)) * m / v.clamp(min=_TINY).sqrt()
             current[name][idle] = constrain(name, new) if constrain else new
@@ -115,10 +126,24 @@ class RowAdam:
         c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
         for k, g in grads.items():
             m, v = mv[k][:, 0], mv[k][:, 1]
+            if k in self.manifolds:
+                self._riemannian_step(self.manifolds[k], cur[k], m, v, g, c1, c2)
+                continue
             m.mul_(b1).add_(g, alpha=1 - b1)
             v.mul_(b2).addcmul_(g, g, value=1 - b2).clamp_(min=_TINY)
             cur[k].sub_((m / c1).div_((v / c2).sqrt_().add_(self.eps)), alpha=self.lr)
         self._write(rows, mv, cur, constrain)
+
+    def _riemannian_step(self, manifold, x, m, v, g, c1, c2) -> None:
+        """Update points x (R, D) in place by geoopt's RiemannianAdam rule; m, v are their moments."""
+        b1, b2 = self.betas
+        rg = manifold.egrad2rgrad(x, g)  # (R, D): Riemannian gradient
+        m.mul_(b1).add_(rg, alpha=1 - b1)
+        v.mul_(b2).add_(manifold.component_inner(x, rg), alpha=1 - b2).clamp_(min=_TINY)  # (R, 1) broadcast
+        direction = (m / c1).div_((v / c2).sqrt_().add_(self.eps))
+        new_x, new_m = manifold.retr_transp(x, -self.lr * direction, m)
+        x.copy_(new_x)
+        m.copy_(new_m)
 
     def _gather(self, rows, constrain):
         """Return (moments, values) of `rows`: prepare()'s gather when it was for these rows."""

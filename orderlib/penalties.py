@@ -108,3 +108,108 @@ def gaussian_kl(mu_x: torch.Tensor, var_x: torch.Tensor, mu_y: torch.Tensor,
     """
     diff = mu_y - mu_x
     return 0.5 * (var_x / var_y + diff.pow(2) / var_y - 1.0 + torch.log(var_y) - torch.log(var_x)).sum(-1)
+
+
+# --- Later hypernymy energies (boxes, densities, hyperbolic points and cones) -------------------
+# Each takes aligned (B, D) tensors, u the specific side (hyponym) and v the general side
+# (hypernym), and returns (B,): low means "u is a v".
+
+EULER_GAMMA = 0.5772156649015329
+
+
+def _log_softplus(x: torch.Tensor) -> torch.Tensor:
+    """Return log(softplus(x)) without underflow: softplus(x) ~ e^x far below zero."""
+    return torch.where(x < -15.0, x, torch.log(F.softplus(x.clamp(min=-15.0))))
+
+
+def box_log_volume(lo: torch.Tensor, hi: torch.Tensor, temperature: float = 1.0,
+                   offset: float = 0.0) -> torch.Tensor:
+    """Return sum_i log(t * softplus((hi_i - lo_i - offset) / t)), the log softplus volume.
+
+    Li et al. (ICLR 2019)'s smoothed volume: the hard side max(0, hi - lo) replaced by a softplus of
+    temperature t, so disjoint boxes still get gradients. With offset = 2 * gamma_E * beta it is the
+    Bessel approximation of a Gumbel box's expected volume (Dasgupta et al., NeurIPS 2020).
+    """
+    side = (hi - lo - offset) / temperature  # (..., D)
+    return (_log_softplus(side) + side.new_tensor(temperature).log()).sum(-1)
+
+
+def box_energy(lo_u: torch.Tensor, hi_u: torch.Tensor, lo_v: torch.Tensor, hi_v: torch.Tensor,
+               temperature: float = 1.0) -> torch.Tensor:
+    """Return -log P(v | u) = log vol(u) - log vol(u ∧ v) for boxes [lo, hi] (Vilnis et al., ACL 2018:
+    P(v | u) = vol(u ∧ v) / vol(u)).
+
+    The meet has corners max(lo_u, lo_v), min(hi_u, hi_v); volumes are Li et al.'s softplus
+    volumes (`box_log_volume`), the standard fix for the zero gradient of disjoint hard boxes.
+    Zero only when u sits inside v (in the hard limit t -> 0); never negative.
+    """
+    lo, hi = torch.maximum(lo_u, lo_v), torch.minimum(hi_u, hi_v)  # (B, D): the meet u ∧ v
+    return box_log_volume(lo_u, hi_u, temperature) - box_log_volume(lo, hi, temperature)
+
+
+def gumbel_box_energy(lo_u: torch.Tensor, hi_u: torch.Tensor, lo_v: torch.Tensor, hi_v: torch.Tensor,
+                      beta: float = 0.01, temperature: float | None = None) -> torch.Tensor:
+    """Return -log P(v | u) for Gumbel boxes (Dasgupta et al., NeurIPS 2020).
+
+    Corners are Gumbel location parameters; the meet's are beta * logsumexp(lo / beta) and
+    -beta * logsumexp(-hi / beta) (the Gumbel intersection), and each expected volume is
+    prod_i t * softplus((hi_i - lo_i - 2 gamma_E beta) / t) (the Bessel approximation; t = beta
+    unless `temperature`).
+    Smoothed boxes of Li et al. (ICLR 2019) are the t-softplus part alone (`box_energy`).
+    """
+    t = beta if temperature is None else temperature
+    lo = beta * torch.logaddexp(lo_u / beta, lo_v / beta)  # (B, D), >= max(lo_u, lo_v)
+    hi = -beta * torch.logaddexp(-hi_u / beta, -hi_v / beta)  # (B, D), <= min(hi_u, hi_v)
+    off = 2 * EULER_GAMMA * beta
+    return box_log_volume(lo_u, hi_u, t, off) - box_log_volume(lo, hi, t, off)
+
+
+def density_order_violation(mu_u: torch.Tensor, var_u: torch.Tensor, mu_v: torch.Tensor,
+                            var_v: torch.Tensor, gamma: float = 0.0) -> torch.Tensor:
+    """Return d_gamma(u, v) = max(0, KL(N_u || N_v) - gamma), the thresholded divergence of
+    density order embeddings (Athiwaratkun & Wilson, ICLR 2018): zero once the specific
+    density u is encapsulated in the broad v up to gamma nats.
+    """
+    return torch.clamp(gaussian_kl(mu_u, var_u, mu_v, var_v) - gamma, min=0)
+
+
+def poincare_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Return d(x, y) = arccosh(1 + 2 |x - y|^2 / ((1 - |x|^2)(1 - |y|^2))) in the unit Poincare
+    ball (Nickel & Kiela, NeurIPS 2017, Eq. 1), computed by geoopt as 2 artanh |(-x) ⊕ y|."""
+    from geoopt.manifolds.stereographic import math as pmath
+
+    return pmath.dist(x, y, k=x.new_tensor(-1.0))
+
+
+def poincare_isa_energy(x: torch.Tensor, y: torch.Tensor, alpha: float = 1000.0) -> torch.Tensor:
+    """Return (1 + alpha (|y| - |x|)) d(x, y), minus Nickel & Kiela's is-a score (NeurIPS 2017,
+    lexical entailment experiment): general concepts sit near the origin, so a hypernym y with a smaller norm than x
+    lowers the energy and the reversed pair raises it. alpha = 0 gives the plain distance."""
+    return (1 + alpha * (y.norm(dim=-1) - x.norm(dim=-1))) * poincare_distance(x, y)
+
+
+def cone_aperture(x: torch.Tensor, K: float = 0.1) -> torch.Tensor:
+    """Return psi(x) = arcsin(K (1 - |x|^2) / |x|), the half-aperture of the hyperbolic entailment
+    cone at x (Ganea et al., ICML 2018, the closed-form hyperbolic cone); defined for
+    |x| >= 2K / (1 + sqrt(1 + 4K^2))."""
+    n = x.norm(dim=-1)
+    return torch.asin((K * (1 - n * n) / n).clamp(max=1 - 1e-6))
+
+
+def cone_angle(x: torch.Tensor, y: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Return Xi(x, y), the angle at x between the geodesic from x to y and the half-line from the
+    origin through x, in the Poincare ball (Ganea et al., ICML 2018, the closed form of Xi):
+    arccos((<x,y>(1 + |x|^2) - |x|^2 (1 + |y|^2)) / (|x| |x - y| sqrt(1 + |x|^2 |y|^2 - 2<x,y>))).
+    """
+    xy = (x * y).sum(-1)
+    nx2, ny2 = (x * x).sum(-1), (y * y).sum(-1)
+    num = xy * (1 + nx2) - nx2 * (1 + ny2)
+    den = nx2.sqrt() * (x - y).norm(dim=-1) * (1 + nx2 * ny2 - 2 * xy).clamp(min=0).sqrt()
+    cos = torch.where(den > 1e-12, num / den.clamp(min=1e-12), 1.0)  # y = x: angle 0 (reflexive)
+    return torch.acos(cos.clamp(-1 + eps, 1 - eps))
+
+
+def cone_violation(x: torch.Tensor, y: torch.Tensor, K: float = 0.1) -> torch.Tensor:
+    """Return E(x, y) = max(0, Xi(y, x) - psi(y)): zero iff x lies in the entailment cone of the
+    general y (Ganea et al., ICML 2018, the energy of their max-margin loss)."""
+    return torch.clamp(cone_angle(y, x) - cone_aperture(y, K), min=0)

@@ -69,8 +69,11 @@ def to_markdown(df: pd.DataFrame, title: str = "", notes: str = "") -> str:
 
 
 def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | None = None,
-                title: str = "", notes: str = "") -> dict[str, Path]:
+                title: str = "", notes: str = "", show: pd.DataFrame | None = None) -> dict[str, Path]:
     """Write `<id>.csv`, `<id>.md`, `<id>.meta.json` under reports/tables atomically; return paths.
+
+    `show`, if given, is what the Markdown renders (e.g. means ± sd without the per-seed rows
+    that the CSV keeps); by default the CSV's rows.
 
     `meta` should hold at least preset, seed, device, data source and fingerprint and wall time;
     the git commit (unless given: take it when the run starts), timestamp and versions are added.
@@ -92,7 +95,7 @@ def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | Non
     # All three are rendered before any is replaced, then renamed together: never a new CSV beside
     # an old meta.json.
     atomic_write_files({paths["csv"]: df.to_csv(index=False).encode(),
-                        paths["md"]: to_markdown(df, title, notes).encode(),
+                        paths["md"]: to_markdown(df if show is None else show, title, notes).encode(),
                         paths["meta"]: (json.dumps(full_meta, indent=2, default=str) + "\n").encode()})
     return paths
 

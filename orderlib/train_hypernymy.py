@@ -1,7 +1,8 @@
 """Train a concept model on WordNet hypernym pairs (Sec. 3.3 of Vendrov et al.).
 
-Batches hold `batch` true pairs and one corrupted pair per true pair; train negatives are redrawn
-each epoch from an RNG seeded by (seed, epoch), so a resumed run is the run it continues.
+Batches hold `batch` true pairs and one corrupted pair per true pair, plus one more negative per
+true pair for each kind in `cfg.negatives` (NEGATIVE_KINDS); train negatives are redrawn each
+epoch from an RNG seeded by (seed, epoch), so a resumed run is the run it continues.
 Model selection (early stopping and threshold) uses dev only.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 from torch.func import functional_call
 from tqdm.auto import tqdm
 
-from orderlib.data.hypernymy import HypernymyData
+from orderlib.data.hypernymy import HypernymyData, in_set, pair_codes
 from orderlib.encoders.concepts import ConceptModel, build_concept_model
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
 from orderlib.losses import LOSSES
@@ -23,13 +24,22 @@ from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import fit
 
 TRAINER_CODE = ("orderlib.train_hypernymy", "orderlib.training", "orderlib.encoders.concepts", "orderlib.optim",
-                "orderlib.losses", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold")
+                "orderlib.losses", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold",
+                "orderlib.encoders.boxes", "orderlib.encoders.hyperbolic")
 
 
 OPTIMIZERS = {
     "adam": "dense Adam over every row every step (what the authors' Torch7 optim.adam did)",
     "lazy_adam": "dense Adam's trajectory computed on touched rows only (RowAdam with catch-up)",
     "sparse_adam": "SparseAdam's rule: rows absent from a batch do not move",
+}
+# Riemannian tables (a model's `manifolds()`) take Riemannian Adam steps under each of these:
+# every row every step under "adam", touched rows only (SparseRiemannianAdam's rule) otherwise.
+
+NEGATIVE_KINDS = {  # extra negatives, one per true pair (u, v) each (Athiwaratkun & Wilson's kinds)
+    "random": "another corruption of one side by a uniformly random concept (their S1)",
+    "swap": "the reversed pair (v, u) (their S2)",
+    "sibling": "(w, u) for w another known hyponym of v that is not below u (their S4, drawn per pair)",
 }
 
 
@@ -45,6 +55,9 @@ class HypernymyConfig:
     optimizer: str = "lazy_adam"  # one of OPTIMIZERS
     train_fraction: float = 1.0  # fraction of train positives seen per epoch (small presets)
     seed: int = 0
+    negatives: tuple[str, ...] = ()  # extra negative kinds (NEGATIVE_KINDS), one per true pair each
+    loss: str | None = None  # a name in orderlib.losses.LOSSES; None: the model's own
+    model_kwargs: dict = field(default_factory=dict)  # constructor settings (gamma, beta, K, alpha, ...)
 
 
 @dataclass
@@ -67,16 +80,21 @@ class _Stepper:
         if cfg.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {cfg.optimizer!r}; expected one of {sorted(OPTIMIZERS)}")
         self.model = model
-        self.tables = model.tables() if cfg.optimizer != "adam" else {}
-        dense = [p for n, p in model.named_parameters() if n not in self.tables]
+        manifolds = model.manifolds()
+        # dense Adam on a Riemannian model: RowAdam on every row every step (dense Riemannian Adam)
+        self.all_rows = cfg.optimizer == "adam" and bool(manifolds)
+        self.tables = model.tables() if cfg.optimizer != "adam" or self.all_rows else {}
+        dense = [p for n, p in model.named_parameters() if n not in self.tables and p.requires_grad]
         self.rows = (RowAdam({k: t.data for k, t in self.tables.items()}, lr=cfg.lr,
-                             catch_up=cfg.optimizer == "lazy_adam") if self.tables else None)
+                             catch_up=cfg.optimizer == "lazy_adam", manifolds=manifolds) if self.tables else None)
         self.dense = torch.optim.Adam(dense, lr=cfg.lr) if dense else None
         self._pos: torch.Tensor | None = None
 
     def _touched(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (rows, inverse) for idx without a sort: a marker over all concepts."""
         n = next(iter(self.tables.values())).shape[0]
+        if self.all_rows:
+            return torch.arange(n, device=idx.device), idx
         if self._pos is None or self._pos.device != idx.device:
             self._pos = torch.zeros(n, dtype=torch.long, device=idx.device)
         mark = torch.zeros(n, dtype=torch.bool, device=idx.device)
@@ -86,8 +104,10 @@ class _Stepper:
         return rows, self._pos[idx]
 
     def step(self, loss_fn, pos: torch.Tensor, neg: torch.Tensor) -> float:
+        """One step on true pairs pos (B, 2) and negatives neg (K * B, 2), K blocks of B aligned
+        with pos; the loss sees E(pos) repeated K times beside E(neg)."""
         b = len(pos)
-        pairs = torch.cat([pos, neg])  # (2B, 2): one energy call for both halves
+        pairs = torch.cat([pos, neg])  # ((1 + K) B, 2): one energy call for both halves
         if self.rows is not None:  # gather touched rows into small leaves, index them locally
             rows, inv = self._touched(pairs.flatten())
             current = self.rows.prepare(rows, self.model.constrain)  # with pending momentum moves
@@ -96,7 +116,7 @@ class _Stepper:
             e = functional_call(self.model, local, (inv[:, 0], inv[:, 1]))  # (2B,)
         else:
             e = self.model(pairs[:, 0], pairs[:, 1])
-        loss = loss_fn(e[:b], e[b:])
+        loss = loss_fn(e[:b].repeat(len(neg) // b), e[b:])
         if self.dense is not None:
             self.dense.zero_grad(set_to_none=True)
         loss.backward()
@@ -133,35 +153,91 @@ def evaluate(model: ConceptModel, data: HypernymyData, device) -> dict:
             "test_accuracy": 100 * threshold_accuracy(e_test, data.test_labels, tau)}
 
 
+class _Siblings:
+    """Train positives grouped by hypernym, for the "sibling" negatives."""
+
+    def __init__(self, data: HypernymyData):
+        train = data.train[np.argsort(data.train[:, 1], kind="stable")]
+        self.hyponyms = train[:, 0]  # grouped by hypernym
+        self.start = np.searchsorted(train[:, 1], np.arange(data.n_nodes + 1))  # (N + 1,)
+        self.known = data.closure if data.protocol == "clean" else np.unique(pair_codes(data.train, data.n_nodes))
+
+    def draw(self, data: HypernymyData, pos: np.ndarray, rng: np.random.Generator, tries: int = 10) -> np.ndarray:
+        """Return (w, u) per (u, v): w a random known hyponym of v with (w, u) not a known pair;
+        pairs with none found in `tries` draws get a random corruption instead."""
+        u, v = pos[:, 0], pos[:, 1]
+        lo, count = self.start[v], self.start[v + 1] - self.start[v]  # count >= 1: (u, v) itself
+        out = data.train_negatives(rng, pos)  # the fallback
+        todo = np.arange(len(pos))
+        for _ in range(tries):
+            w = self.hyponyms[lo[todo] + (rng.random(len(todo)) * count[todo]).astype(np.int64)]
+            cand = np.stack([w, u[todo]], axis=1)
+            ok = (w != u[todo]) & ~in_set(cand, self.known, data.n_nodes)
+            out[todo[ok]] = cand[ok]
+            todo = todo[~ok]
+            if len(todo) == 0:
+                break
+        return out
+
+
+def extra_negatives(kind: str, data: HypernymyData, pos: np.ndarray, rng: np.random.Generator,
+                    siblings: _Siblings | None = None) -> np.ndarray:
+    """Return one negative of `kind` (NEGATIVE_KINDS) per true pair of pos (P, 2), shape (P, 2)."""
+    if kind == "random":
+        return data.train_negatives(rng, pos)
+    if kind == "swap":
+        return np.ascontiguousarray(pos[:, ::-1])
+    if kind == "sibling":
+        return (siblings or _Siblings(data)).draw(data, pos, rng)
+    raise ValueError(f"unknown negative kind {kind!r}; expected one of {sorted(NEGATIVE_KINDS)}")
+
+
 def train_epoch(stepper: _Stepper, data: HypernymyData, cfg: HypernymyConfig, epoch: int, device,
-                progress: bool) -> float:
+                progress: bool, siblings: _Siblings | None = None) -> float:
     rng = np.random.default_rng([cfg.seed, epoch])
     pos = data.train[rng.permutation(len(data.train))]
     pos = pos[: max(1, int(round(cfg.train_fraction * len(pos))))]
-    neg = data.train_negatives(rng, pos)
+    negs = [data.train_negatives(rng, pos)]
+    negs += [extra_negatives(kind, data, pos, rng, siblings) for kind in cfg.negatives]
     pos_t = torch.as_tensor(pos, device=device)  # (P, 2)
-    neg_t = torch.as_tensor(neg, device=device)  # (P, 2)
-    base = LOSSES[stepper.model.loss]
+    neg_t = torch.as_tensor(np.stack(negs), device=device)  # (K, P, 2)
+    base = LOSSES[cfg.loss or stepper.model.loss]
     loss_fn = lambda e_pos, e_neg: base(e_pos, e_neg, cfg.margin)  # noqa: E731
     total, steps = 0.0, 0
     bar = tqdm(range(0, len(pos), cfg.batch), desc=f"{cfg.model} epoch {epoch}", leave=False,
                disable=not progress, mininterval=2.0)
     for i in bar:
-        total += stepper.step(loss_fn, pos_t[i:i + cfg.batch], neg_t[i:i + cfg.batch])
+        neg = neg_t[:, i:i + cfg.batch].reshape(-1, 2)  # (K * B, 2), kind-major
+        total += stepper.step(loss_fn, pos_t[i:i + cfg.batch], neg)
         steps += 1
     return total / max(1, steps)
 
 
 def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
-                        checkpoint: Path | None = None, progress: bool = True) -> TrainResult:
-    """Train `cfg.model` with early stopping on dev accuracy; resume from `checkpoint` if present."""
+                        checkpoint: Path | None = None, progress: bool = True,
+                        init: dict[str, torch.Tensor] | None = None) -> TrainResult:
+    """Train `cfg.model` with early stopping on dev accuracy; resume from `checkpoint` if present.
+
+    `init` maps parameter names (e.g. "emb.weight") to starting values, copied in after the
+    seeded init and then constrained (hyperbolic cones start from Poincare embeddings); it is
+    part of the checkpoint key.
+    """
     device = torch.device(device)
-    model = build_concept_model(cfg.model, data.n_nodes, cfg.dim, cfg.seed).to(device)
+    for kind in cfg.negatives:
+        if kind not in NEGATIVE_KINDS:
+            raise ValueError(f"unknown negative kind {kind!r}; expected one of {sorted(NEGATIVE_KINDS)}")
+    model = build_concept_model(cfg.model, data.n_nodes, cfg.dim, cfg.seed, **cfg.model_kwargs).to(device)
+    if init:
+        with torch.no_grad():
+            for name, value in init.items():
+                model.get_parameter(name).copy_(value)
+        model.constrain_all_()
     stepper = _Stepper(model, cfg)
+    siblings = _Siblings(data) if "sibling" in cfg.negatives else None
 
     def one_epoch(epoch: int) -> float:
         model.train()
-        loss = train_epoch(stepper, data, cfg, epoch, device, progress)
+        loss = train_epoch(stepper, data, cfg, epoch, device, progress, siblings)
         stepper.flush()
         model.eval()
         return loss
@@ -169,6 +245,8 @@ def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
     key = {**asdict(cfg), "code": code_version(*TRAINER_CODE),
            "data": fingerprint(data.protocol, data.n_nodes, data.train, data.dev, data.dev_labels, data.test, data.test_labels,
                                data.closure)}
+    if init:
+        key["init"] = fingerprint(init)
     fitted = fit(model, stepper, key, one_epoch, lambda: evaluate(model, data, device), "dev_accuracy",
                  cfg.epochs, cfg.patience, checkpoint, progress, cfg.model)
     model.eval()

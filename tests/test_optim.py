@@ -75,3 +75,59 @@ def test_skipped_factor_closed_form_matches_exact_grid():
     exact = opt._skipped_factor(s, k)
     assert torch.allclose(closed, exact, rtol=1e-3)
     assert closed[0] == pytest.approx(0.9 / 0.999 ** 0.5 * (1 - 0.999 ** 2501) ** 0.5 / (1 - 0.9 ** 2501), rel=1e-3)
+
+
+def _ball():
+    import geoopt
+
+    return geoopt.PoincareBall()
+
+
+def test_riemannian_row_adam_matches_geoopt_sparse_riemannian_adam():
+    import geoopt
+
+    ball = _ball()
+    g = torch.Generator().manual_seed(2)
+    w0 = ball.projx((torch.rand(20, 4, generator=g, dtype=torch.float64) - 0.5) * 1.6)
+    ref = torch.nn.Embedding(20, 4, sparse=True).double()
+    ref.weight = geoopt.ManifoldParameter(w0.clone(), manifold=ball)
+    opt = geoopt.optim.SparseRiemannianAdam(ref.parameters(), lr=0.05)
+    mine = w0.clone()
+    row_adam = RowAdam({"w": mine}, lr=0.05, manifolds={"w": ball}, catch_up=True)  # no catch-up on a manifold
+    for _ in range(30):
+        idx = torch.randint(0, 20, (6,), generator=g)
+        target = ball.projx((torch.rand(6, 4, generator=g, dtype=torch.float64) - 0.5) * 1.6)
+        opt.zero_grad()
+        ball.dist(ref(idx), target).sum().backward()
+        opt.step()
+        rows, inv = idx.unique(return_inverse=True)
+        leaf = row_adam.prepare(rows)["w"].requires_grad_()
+        ball.dist(leaf[inv], target).sum().backward()
+        row_adam.step(rows, {"w": leaf.grad})
+    row_adam.flush()
+    assert torch.allclose(mine, ref.weight.data, atol=1e-10)
+    assert not torch.allclose(mine, w0, atol=1e-2)
+
+
+def test_riemannian_row_adam_on_every_row_is_dense_riemannian_adam():
+    import geoopt
+
+    ball = _ball()
+    g = torch.Generator().manual_seed(4)
+    w0 = ball.projx((torch.rand(8, 3, generator=g, dtype=torch.float64) - 0.5) * 1.8)
+    dense = geoopt.ManifoldParameter(w0.clone(), manifold=ball)
+    opt = geoopt.optim.RiemannianAdam([dense], lr=0.1)
+    mine = w0.clone()
+    row_adam = RowAdam({"w": mine}, lr=0.1, manifolds={"w": ball})
+    rows = torch.arange(8)
+    for _ in range(25):
+        target = ball.projx((torch.rand(8, 3, generator=g, dtype=torch.float64) - 0.5) * 1.8)
+        opt.zero_grad()
+        ball.dist(dense, target).pow(2).sum().backward()
+        opt.step()
+        leaf = mine.clone().requires_grad_()
+        ball.dist(leaf, target).pow(2).sum().backward()
+        row_adam.step(rows, {"w": leaf.grad})
+    assert torch.allclose(mine, dense.data, atol=1e-10)
+    with pytest.raises(ValueError, match="unknown tables"):
+        RowAdam({"w": mine}, manifolds={"v": ball})

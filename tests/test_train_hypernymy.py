@@ -63,3 +63,44 @@ def test_resume_reproduces_uninterrupted_run(data, tmp_path):
     assert resumed.resumed
     assert [h["loss"] for h in resumed.history] == pytest.approx([h["loss"] for h in full.history])
     assert resumed.test_accuracy == full.test_accuracy
+
+
+def test_extra_negative_kinds(data):
+    from orderlib.train_hypernymy import _Siblings, extra_negatives
+
+    rng = np.random.default_rng(0)
+    pos = data.train[:40]
+    assert np.array_equal(extra_negatives("swap", data, pos, rng), pos[:, ::-1])
+    sib = extra_negatives("sibling", data, pos, rng, _Siblings(data))
+    from orderlib.data.hypernymy import in_set
+    assert not in_set(sib, data.closure, data.n_nodes).any() and (sib[:, 0] != sib[:, 1]).all()
+    hyponyms_of = {v: set(data.train[data.train[:, 1] == v, 0]) for v in np.unique(pos[:, 1])}
+    drawn = sib[:, 1] == pos[:, 0]  # (w, u) with w another hyponym of v (else a random corruption)
+    assert drawn.mean() > 0.5
+    assert all(w in hyponyms_of[v] for w, v in zip(sib[drawn, 0], pos[drawn, 1]))
+    with pytest.raises(ValueError, match="unknown negative kind"):
+        train_concept_model(data, HypernymyConfig(negatives=("bogus",)), progress=False)
+
+
+def test_extra_negatives_and_model_settings_train(data):
+    cfg = HypernymyConfig(model="density order embeddings", dim=6, epochs=2, batch=16, lr=0.05, patience=2,
+                          margin=10.0, negatives=("swap", "sibling", "random"), loss="ranking_hinge",
+                          model_kwargs={"gamma": 2.0})
+    r = train_concept_model(data, cfg, progress=False)
+    assert r.model.gamma == 2.0 and np.isfinite(r.history[-1]["loss"])
+
+
+def test_init_is_copied_constrained_and_part_of_the_checkpoint_key(data, tmp_path):
+    n = data.n_nodes
+    init = {"emb.weight": torch.full((n, 4), -1.0)}
+    cfg = HypernymyConfig(model="order-embeddings", dim=4, epochs=0, patience=1)
+    m = train_concept_model(data, cfg, progress=False, init=init).model
+    assert torch.equal(m.emb.weight, torch.zeros(n, 4))  # copied, then clamped at 0
+    cfg = HypernymyConfig(model="order-embeddings", dim=4, epochs=1, batch=32, lr=0.05, patience=1)
+    ckpt = tmp_path / "run.pt"
+    a = {"emb.weight": torch.rand(n, 4, generator=torch.Generator().manual_seed(0))}
+    assert not train_concept_model(data, cfg, checkpoint=ckpt, progress=False, init=a).resumed
+    assert train_concept_model(data, cfg, checkpoint=ckpt, progress=False, init=a).resumed
+    b = {"emb.weight": a["emb.weight"] + 0.5}
+    assert not train_concept_model(data, cfg, checkpoint=ckpt, progress=False, init=b).resumed
+    assert not train_concept_model(data, cfg, checkpoint=ckpt, progress=False).resumed

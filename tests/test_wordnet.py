@@ -63,3 +63,40 @@ def test_setup_data_cli_installs_wordnet(real_wordnet, capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
     assert "WordNet 3.0" in out and "82,192 noun synsets" in out
+
+
+def test_noun_graph_built_by_hand_has_no_authors_order():
+    g = W.NounGraph(["a", "b"], [[], [0]], "toy", "fp", "toy")
+    assert g.nltk_order is None and g.authors_parents is None and g.n_edges == 1
+
+
+def test_cache_of_another_format_is_not_read(tmp_path):
+    import json
+
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"names": ["a"], "parents": [[]]}))  # format 1: no order fields
+    assert W._read_cache(old) is None
+    half = tmp_path / "half.json"
+    half.write_text('{"format": 2, "names"')
+    assert W._read_cache(half) is None
+    ok = tmp_path / "ok.json"
+    d = {"format": W.CACHE_FORMAT, "names": ["a"], "parents": [[]], "nltk_order": [0], "authors_parents": [[]]}
+    ok.write_text(json.dumps(d))
+    assert W._read_cache(ok) == d
+
+
+def test_real_wordnet_keeps_the_authors_order(real_wordnet):
+    for version in ("3.1", "3.0"):
+        g = W.load_noun_graph(version)
+        n = len(g.names)
+        assert sorted(g.nltk_order) == list(range(n))
+        # NLTK's all_synsets('n') walks data.noun by offset
+        assert [g.names[i] for i in g.nltk_order[:5]] == \
+            ["entity.n.01", "physical_entity.n.01", "abstraction.n.06", "thing.n.12", "object.n.01"]
+        assert all(sorted(a) == p for a, p in zip(g.authors_parents, g.parents))
+        idx = g.index()
+        # hypernym south.n.01 before instance hypernym american_state.n.01, not merged by name
+        assert [g.names[i] for i in g.authors_parents[idx["alabama.n.01"]]] == ["south.n.01", "american_state.n.01"]
+        assert [g.names[i] for i in g.parents[idx["alabama.n.01"]]] == ["american_state.n.01", "south.n.01"]
+        assert sum(a != p for a, p in zip(g.authors_parents, g.parents)) == 4
+    assert any(f"wordnet-3.1-nouns-v{W.CACHE_FORMAT}-" in p.name for p in (W.data_root() / "cache").iterdir())

@@ -177,13 +177,19 @@ def open_wordnet(version: str = "3.1", root: Path | None = None):
 
 @dataclass
 class NounGraph:
-    """The WordNet noun hypernym graph: `names[i]`'s direct hypernyms are `parents[i]`."""
+    """The WordNet noun hypernym graph: `names[i]`'s direct hypernyms are `parents[i]`.
+
+    `nltk_order` and `authors_parents` give the listing order of Vendrov et al.'s
+    preprocessWordnet.py (NLTK 3.0); graphs built by hand may leave them None.
+    """
 
     names: list[str]  # synset names, sorted
     parents: list[list[int]]  # hypernyms + instance hypernyms, sorted by name
     version: str
     fingerprint: str
     source: str
+    nltk_order: list[int] | None = None  # indices into `names` in `all_synsets('n')` (data.noun) order
+    authors_parents: list[list[int]] | None = None  # hypernyms by name, then instance hypernyms by name
 
     @property
     def n_edges(self) -> int:
@@ -193,13 +199,41 @@ class NounGraph:
         return {n: i for i, n in enumerate(self.names)}
 
 
-def _extract(reader) -> tuple[list[str], list[list[int]]]:
-    synsets = sorted(reader.all_synsets("n"), key=lambda s: s.name())
+CACHE_FORMAT = 2  # 2 added nltk_order + authors_parents; 1 (no suffix in the file name) had neither
+_CACHE_KEYS = ("names", "parents", "nltk_order", "authors_parents")
+
+
+def _by_name(synsets) -> list:
+    return sorted(synsets, key=lambda s: s.name())
+
+
+def _extract(reader) -> tuple[list[str], list[list[int]], list[int], list[list[int]]]:
+    """Read names, merged parents, the `all_synsets('n')` order and the authors' parent order.
+
+    The authors' order is preprocessWordnet.py's `synset.hypernyms() + synset.instance_hypernyms()`
+    under NLTK 3.0, whose `Synset._related` sorted each list by synset name (today's NLTK keeps the
+    data.noun pointer order, so it is sorted here explicitly).
+    """
+    in_file_order = list(reader.all_synsets("n"))
+    synsets = _by_name(in_file_order)
     names = [s.name() for s in synsets]
     idx = {n: i for i, n in enumerate(names)}
     parents = [sorted(idx[h.name()] for h in s.hypernyms() + s.instance_hypernyms())
                for s in synsets]
-    return names, parents
+    nltk_order = [idx[s.name()] for s in in_file_order]
+    authors_parents = [[idx[h.name()] for h in _by_name(s.hypernyms()) + _by_name(s.instance_hypernyms())]
+                       for s in synsets]
+    return names, parents, nltk_order, authors_parents
+
+
+def _read_cache(cache: Path) -> dict | None:
+    try:
+        d = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        return None  # unreadable or half-written: rebuilt below
+    if d.get("format") != CACHE_FORMAT or any(k not in d for k in _CACHE_KEYS):
+        return None
+    return d
 
 
 def load_noun_graph(version: str = "3.1", root: Path | None = None) -> NounGraph:
@@ -208,19 +242,20 @@ def load_noun_graph(version: str = "3.1", root: Path | None = None) -> NounGraph
     check_wordnet_dir(path, version)
     fp = fingerprint(path)
     source = (path / "SOURCE").read_text().strip() if (path / "SOURCE").exists() else "unknown"
-    cache = Path(root or data_root()) / "cache" / f"wordnet-{version}-nouns-{fp[:16]}.json"
-    if cache.exists():
-        d = json.loads(cache.read_text())
-        return NounGraph(d["names"], d["parents"], version, fp, source)
-    try:
-        names, parents = _extract(open_wordnet(version, root))
-    except DataError:
-        raise
-    except Exception as e:  # noqa: BLE001 - NLTK's errors on a damaged file name neither file nor fix
-        raise DataError(f"could not read the noun synsets of WordNet {version} at {path} ({type(e).__name__}: "
-                        f"{e}); run `make data`, which re-installs a damaged WordNet") from e
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"names": names, "parents": parents}))
-    os.replace(tmp, cache)
-    return NounGraph(names, parents, version, fp, source)
+    cache = Path(root or data_root()) / "cache" / f"wordnet-{version}-nouns-v{CACHE_FORMAT}-{fp[:16]}.json"
+    d = _read_cache(cache) if cache.exists() else None
+    if d is None:
+        try:
+            names, parents, nltk_order, authors_parents = _extract(open_wordnet(version, root))
+        except DataError:
+            raise
+        except Exception as e:  # noqa: BLE001 - NLTK's errors on a damaged file name neither file nor fix
+            raise DataError(f"could not read the noun synsets of WordNet {version} at {path} ({type(e).__name__}: "
+                            f"{e}); run `make data`, which re-installs a damaged WordNet") from e
+        d = {"format": CACHE_FORMAT, "names": names, "parents": parents, "nltk_order": nltk_order,
+             "authors_parents": authors_parents}
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(d))
+        os.replace(tmp, cache)
+    return NounGraph(d["names"], d["parents"], version, fp, source, d["nltk_order"], d["authors_parents"])

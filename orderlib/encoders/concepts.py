@@ -1,7 +1,10 @@
 """Concept tables for WordNet hypernymy (Sec. 3 of Vendrov et al.): one learned embedding per synset.
 
 Each model gives `energy(u, v)` (low = "u is a hyponym of v") and names the loss it trains with.
-Tables are `nn.Embedding`s; `tables()` names them so a trainer can update only touched rows.
+Tables are `nn.Embedding`s; `tables()` names them so a trainer can update only touched rows, and
+`manifolds()` names the Riemannian manifold of any table whose rows live on one.
+The later models of the same task (boxes, hyperbolic points and cones) are in `boxes.py` and
+`hyperbolic.py`; they register themselves in CONCEPT_MODELS when this module is imported.
 """
 from __future__ import annotations
 
@@ -22,12 +25,17 @@ class ConceptModel(nn.Module):
         raise NotImplementedError
 
     def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Return what the training loss sees: the energy, unless a model trains on another score."""
         return self.energy(u, v)
 
     def tables(self) -> dict[str, nn.Parameter]:
         """Return the per-concept tables by parameter name (rows indexed by concept id)."""
         return {f"{name}.weight": m.weight for name, m in self.named_modules()
                 if isinstance(m, nn.Embedding)}
+
+    def manifolds(self) -> dict:
+        """Return {table name: geoopt manifold} for tables whose rows are points of a manifold."""
+        return {}
 
     def constrain(self, name: str, block: torch.Tensor) -> torch.Tensor:
         """Return rows of table `name` with the model's constraints re-imposed (after a step)."""
@@ -123,17 +131,63 @@ class GaussianEmbedding(ConceptModel):
         return block.clamp(math.log(self.var_min), math.log(self.var_max))
 
 
+class DensityOrderEmbedding(ConceptModel):
+    """Density order embeddings (Athiwaratkun & Wilson, ICLR 2018): diagonal Gaussians scored by
+    the thresholded divergence d_gamma = max(0, KL(N_u || N_v) - gamma), trained with Eq. (4)'s
+    max-margin loss on it (theirs: sum d_gamma(pos) + sum max(0, m - d_gamma(neg))).
+
+    As the authors' code (benathi/density-order-emb): means used at unit norm (normalised in the
+    forward pass, `normalize`), initialised unit-norm, variances all `var_init` (5e-5), no bounds
+    unless `var_min`/`var_max` are given. Their energy is 2 KL + D, so their gamma = 500 and
+    m = 2000 are gamma = 225, m = 1000 here (Adam does not see the overall factor 2).
+    """
+
+    def __init__(self, n: int, dim: int = 50, generator=None, gamma: float = 225.0,
+                 var_init: float = 5e-5, normalize: bool = True, var_min: float | None = None,
+                 var_max: float | None = None):
+        super().__init__()
+        self.mu = nn.Embedding(n, dim)
+        self.log_var = nn.Embedding(n, dim)
+        self.gamma, self.normalize = gamma, normalize
+        self.log_var_min = -math.inf if var_min is None else math.log(var_min)
+        self.log_var_max = math.inf if var_max is None else math.log(var_max)
+        with torch.no_grad():
+            w = self.mu.weight.normal_(generator=generator)
+            w.div_(w.norm(dim=-1, keepdim=True).clamp(min=1e-12))
+            self.log_var.weight.fill_(math.log(var_init)).clamp_(self.log_var_min, self.log_var_max)
+
+    def _mean(self, idx):
+        mu = self.mu(idx)  # (B, D)
+        return mu / mu.norm(dim=-1, keepdim=True).clamp(min=1e-12) if self.normalize else mu
+
+    def energy(self, u, v):
+        return penalties.density_order_violation(self._mean(u), self.log_var(u).exp(), self._mean(v),
+                                                 self.log_var(v).exp(), self.gamma)  # (B,)
+
+    def constrain(self, name, block):
+        if name == "log_var.weight" and (self.log_var_min > -math.inf or self.log_var_max < math.inf):
+            return block.clamp(self.log_var_min, self.log_var_max)
+        return block
+
+
 CONCEPT_MODELS = {
     "order-embeddings": OrderEmbedding,
     "order-embeddings (symmetric)": SymmetricEmbedding,
     "order-embeddings (bilinear)": BilinearEmbedding,
     "word2gauss": GaussianEmbedding,
+    "density order embeddings": DensityOrderEmbedding,
 }
 
 
 def build_concept_model(name: str, n: int, dim: int = 50, seed: int = 0, **kwargs) -> ConceptModel:
-    """Build a Table 1 model by its row name, initialised from `seed` (no global seeding)."""
+    """Build a Table 1 model by its row name, initialised from `seed` (no global seeding);
+    `kwargs` go to its constructor (gamma, beta, K, ...)."""
     if name not in CONCEPT_MODELS:
         raise ValueError(f"unknown model {name!r}; expected one of {sorted(CONCEPT_MODELS)}")
     g = torch.Generator().manual_seed(seed)
     return CONCEPT_MODELS[name](n, dim, generator=g, **kwargs)
+
+
+# The later models subclass ConceptModel and add themselves to CONCEPT_MODELS on import.
+import orderlib.encoders.boxes  # noqa: E402,F401
+import orderlib.encoders.hyperbolic  # noqa: E402,F401

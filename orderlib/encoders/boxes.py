@@ -1,0 +1,72 @@
+"""Box embeddings of concepts for WordNet hypernymy: each synset a box [lo, hi] in [0, 1]^D.
+
+The energy is -log P(v | u) = log vol(u) - log vol(u ∧ v) (low when the hyponym u sits inside the
+hypernym v), trained by default with binary cross-entropy on P(v | u) as Li et al. (ICLR 2019)
+and Dasgupta et al. (NeurIPS 2020) trained boxes. A box is stored as two unconstrained tables,
+lo = sigmoid(a) and hi = lo + sigmoid(b) (1 - lo) (the "sigmoid box" parameterisation of the
+box-embeddings library), so every row is a valid box inside the unit cube after any step.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from orderlib import penalties
+from orderlib.encoders.concepts import CONCEPT_MODELS, ConceptModel
+
+
+def _logit(p: torch.Tensor) -> torch.Tensor:
+    return torch.log(p) - torch.log1p(-p)
+
+
+class _SigmoidBoxes(ConceptModel):
+    """Base: a (N, D) table of min-corner logits and one of side logits; `corners(idx)` -> lo, hi."""
+
+    loss = "binary_cross_entropy"
+
+    def __init__(self, n: int, dim: int = 50, generator=None, lo_range=(0.05, 0.45),
+                 frac_range=(0.3, 0.7)):
+        super().__init__()
+        self.lo = nn.Embedding(n, dim)  # logit of the min corner
+        self.side = nn.Embedding(n, dim)  # logit of the side as a fraction of the room above lo
+        with torch.no_grad():  # min corners and side fractions uniform in the given ranges
+            a, b = lo_range
+            self.lo.weight.copy_(_logit(a + (b - a) * torch.rand(n, dim, generator=generator)))
+            a, b = frac_range
+            self.side.weight.copy_(_logit(a + (b - a) * torch.rand(n, dim, generator=generator)))
+
+    def corners(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return the (B, D) min and max corners of boxes `idx`: 0 < lo <= hi < 1."""
+        lo = torch.sigmoid(self.lo(idx))
+        return lo, lo + torch.sigmoid(self.side(idx)) * (1 - lo)
+
+
+class BoxEmbedding(_SigmoidBoxes):
+    """Box embeddings (Vilnis, Li, Murty & McCallum, ACL 2018) with the hard meet and Li et al.'s
+    (ICLR 2019) softplus volume of temperature `temperature`: hard volumes give disjoint boxes no
+    gradient, which Vilnis et al. patched case by case; the softplus is the standard fix."""
+
+    def __init__(self, n: int, dim: int = 50, generator=None, temperature: float = 1.0, **kwargs):
+        super().__init__(n, dim, generator, **kwargs)
+        self.temperature = temperature
+
+    def energy(self, u, v):
+        return penalties.box_energy(*self.corners(u), *self.corners(v), self.temperature)  # (B,)
+
+
+class GumbelBoxEmbedding(_SigmoidBoxes):
+    """Gumbel box embeddings (Dasgupta et al., NeurIPS 2020): the meet's corners by a logsumexp of
+    temperature `beta` and volumes by the Bessel approximation of the expected volume (volume
+    temperature `temperature`, beta unless given); smoothed boxes (Li et al., ICLR 2019) are its
+    ancestor."""
+
+    def __init__(self, n: int, dim: int = 50, generator=None, beta: float = 0.01,
+                 temperature: float | None = None, **kwargs):
+        super().__init__(n, dim, generator, **kwargs)
+        self.beta, self.temperature = beta, temperature
+
+    def energy(self, u, v):
+        return penalties.gumbel_box_energy(*self.corners(u), *self.corners(v), self.beta, self.temperature)
+
+
+CONCEPT_MODELS.update({"box embeddings": BoxEmbedding, "Gumbel box embeddings": GumbelBoxEmbedding})
