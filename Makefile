@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PRESET ?= full
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help venv data test reproduce resume bench bench-penalty strip notebooks clean-runs
+.PHONY: help venv data test reproduce resume bench bench-penalty index strip notebooks clean-runs
 
 help:
 	@echo "make reproduce   regenerate reports/ from every notebook (PRESET=full by default)"
@@ -29,15 +29,27 @@ data: $(STAMP)
 	@$(PY) -m orderlib.setup_data
 
 test: data
+	$(PY) -m orderlib.tools.report_index --check
 	ORDERLIB_REQUIRE_DATA=1 ORDERLIB_REQUIRE_FUSED=1 $(PY) -m pytest -q tests
-	$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $(NOTEBOOKS)
+	@nbs="$(NOTEBOOKS)"; \
+	if ! $(PY) -c "from orderlib.data.entailment import dataset_dir as d; d('snli'); d('sick')" 2>/dev/null; then \
+	  echo "skipping notebooks/02_oe_table3_snli.ipynb: SNLI 1.0 and SICK not found (README, section Data, says where to get them)"; \
+	  nbs=$$(echo $$nbs | tr ' ' '\n' | grep -v _snli | tr '\n' ' '); \
+	fi; \
+	echo "$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $$nbs"; \
+	$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $$nbs
 
-reproduce: data clean-runs resume bench
+reproduce: data clean-runs resume bench index
+
+# reports/README.md: one row per report id with its provenance (checked by `make test`).
+index: $(STAMP)
+	$(PY) -m orderlib.tools.report_index
 
 # Benchmarks: measurements that are not tests (the optimizer choice for Table 1, the fused
 # all-pairs penalty). Each writes a table under reports/tables/.
 bench: bench-penalty
 	$(PY) benchmarks/hypernymy_optimizer.py
+	$(PY) benchmarks/word2gauss_loop.py
 
 bench-penalty: data
 	$(PY) benchmarks/penalty.py

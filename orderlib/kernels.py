@@ -1,8 +1,9 @@
 """Build and load the fused C++ order-violation kernel (orderlib/csrc), falling back cleanly.
 
 The kernel is compiled on first use with torch's JIT extension builder (a C++ compiler and
-ninja are needed; about 30 s once per machine, cached under $TORCH_EXTENSIONS_DIR or
-~/.cache/torch_extensions). Where it cannot be built, `cpu_kernel()` returns None and
+ninja are needed; about 30 s once per machine and kernel source, cached under
+$TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions in a dir named by the source's content, so
+checkouts on one machine share a build and never rebuild over each other). Where it cannot be built, `cpu_kernel()` returns None and
 `kernel_status()` says why; `order_violation_matrix` then uses the chunked reference.
 
 Set ORDERLIB_FUSED=0 to never build or use it.
@@ -68,10 +69,28 @@ def _build(source: Path = SOURCE):
     if env_bin not in old_path.split(os.pathsep):
         os.environ["PATH"] = env_bin + os.pathsep + old_path
     try:
-        return load(name=f"orderlib_{source.stem}_{_cpu_signature()}", sources=[str(source)],
+        name, build_dir, copy = build_location(source)
+        build_dir.mkdir(parents=True, exist_ok=True)
+        if not copy.exists() or copy.read_bytes() != source.read_bytes():
+            tmp = copy.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(source.read_bytes())
+            os.replace(tmp, copy)
+        return load(name=name, sources=[str(copy)], build_directory=str(build_dir),
                     extra_cflags=build_flags(), extra_ldflags=["-fopenmp"], verbose=False)
     finally:
         os.environ["PATH"] = old_path
+
+
+def build_location(source: Path) -> tuple[str, Path, Path]:
+    """Return (module name, build dir, source copy) for `source`, keyed by its content, the flags and
+    the CPU: every checkout with the same kernel source shares one build (the source is compiled from
+    a copy inside the build dir, so no checkout's path enters the build), and a changed source gets
+    its own dir instead of rebuilding over another checkout's."""
+    key = hashlib.sha1(source.read_bytes() + " ".join(build_flags()).encode() + torch.__version__.encode())
+    name = f"orderlib_{source.stem}_{key.hexdigest()[:10]}_{_cpu_signature()}"
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    build_dir = root / name
+    return name, build_dir, build_dir / source.name
 
 
 def cpu_kernel():

@@ -1,0 +1,127 @@
+"""Write (or check) reports/README.md: one row per report id, what it reproduces, and its provenance.
+
+    python -m orderlib.tools.report_index           # regenerate reports/README.md
+    python -m orderlib.tools.report_index --check   # fail if it is stale or a report is unlisted
+
+Each row links the CSV, the Markdown table, the figures and the notebook that wrote them, with the
+preset, commit and date from the table's `.meta.json`. `REPORTS` below says what each id is; a
+report on disk that is not in it (or an entry whose files are missing) is an error, so the index
+cannot silently fall behind the reports.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from orderlib.checkpoint import atomic_write_files
+from orderlib.paths import repo_root
+
+# id -> (paper, what it reproduces, notebook or benchmark, figures, data: "real" or "stand-in: ...")
+REPORTS = {
+    "oe_fig2_toy2d": ("Vendrov et al. 2016", "Figure 2 (2-D toy)", "notebooks/00_oe_fig2_toy2d.ipynb",
+                      ["oe_fig2_toy2d"], "real WordNet 3.1 subtree"),
+    "oe_table1_wordnet": ("Vendrov et al. 2016", "Table 1, paper protocol (our split and the authors' split)",
+                          "notebooks/01_oe_table1_wordnet.ipynb", ["oe_table1_accuracy_vs_epoch"],
+                          "real WordNet 3.1, full scale"),
+    "oe_table1_wordnet_clean": ("Vendrov et al. 2016", "Table 1, clean protocol (ours)",
+                                "notebooks/01_oe_table1_wordnet.ipynb", ["oe_table1_accuracy_vs_epoch"],
+                                "real WordNet 3.1, full scale"),
+    "oe_optimizer_choice": ("Vendrov et al. 2016", "Table 1's optimizer (benchmark)",
+                            "benchmarks/hypernymy_optimizer.py", [], "real WordNet 3.1"),
+    "oe_word2gauss_speed": ("Vendrov et al. 2016", "Table 1's word2gauss loop (benchmark)",
+                            "benchmarks/word2gauss_loop.py", [], "real WordNet 3.1"),
+    "bench_penalty": ("Vendrov et al. 2016", "all-pairs order violation (benchmark)", "benchmarks/penalty.py",
+                      [], "real WordNet 3.1 embeddings"),
+    "oe_table3_snli": ("Vendrov et al. 2016", "Table 3 (SNLI 2-class, SICK)", "notebooks/02_oe_table3_snli.ipynb",
+                       ["oe_table3_roc"], "real SNLI 1.0 dev/test, SICK"),
+    "oe_table2_retrieval": ("Vendrov et al. 2016", "Table 2 (caption-image retrieval)",
+                            "notebooks/03_oe_table2_retrieval.ipynb",
+                            ["oe_table2_scenes", "oe_table2_examples_order", "oe_table2_examples_symm"],
+                            "stand-in: Fashion-MNIST Scenes for COCO"),
+    "oe_sec46_detail": ("Vendrov et al. 2016", "Section 4.6 (caption detail)", "notebooks/04_oe_sec46_detail.ipynb",
+                        [], "stand-in: Fashion-MNIST Scenes for COCO"),
+    "oe_fig4_regularities": ("Vendrov et al. 2016", "Figure 4 (max / min regularities)",
+                             "notebooks/05_oe_fig4_regularities.ipynb", ["oe_fig4_regularities"],
+                             "stand-in: Fashion-MNIST Scenes for COCO"),
+    "devise_table1": ("Frome et al. 2013", "Table 1 (flat and hierarchical precision)",
+                      "notebooks/06_devise_table1.ipynb", ["devise_table1_examples"],
+                      "real Fashion-MNIST + WordNet 3.0 (stand-in for ImageNet)"),
+    "devise_zeroshot": ("Frome et al. 2013", "Tables 2-4 (zero-shot)", "notebooks/07_devise_zeroshot.ipynb",
+                        ["devise_zeroshot_examples"], "real Fashion-MNIST + WordNet 3.0 (stand-in for ImageNet)"),
+    "utama_table1_unseen_pairs": ("Utama", "Table 1 (unseen attribute-object pairs)",
+                                  "notebooks/08_utama_compositionality.ipynb", ["utama_attributes_grid"],
+                                  "stand-in: Fashion-MNIST Attributes for MIT-States"),
+    "utama_table2_predictions": ("Utama", "Table 2 (top-5 predictions)", "notebooks/08_utama_compositionality.ipynb",
+                                 ["utama_table2_predictions"], "stand-in: Fashion-MNIST Attributes for MIT-States"),
+    "utama_table3_arithmetic": ("Utama", "Table 3 (vector arithmetic)", "notebooks/08_utama_compositionality.ipynb",
+                                ["utama_table3_arithmetic"], "stand-in: Fashion-MNIST Attributes for MIT-States"),
+    "sherlock_table1_caption_vs_fact": ("Elhoseiny et al. (Sherlock)", "Table 1 (caption vs fact level)",
+                                        "notebooks/09_sherlock_facts.ipynb", [],
+                                        "stand-in: Fashion-MNIST Facts for 6DS"),
+    "sherlock_table4_retrieval": ("Elhoseiny et al. (Sherlock)", "Table 4 (fact retrieval), Figures 4 and 7",
+                                  "notebooks/09_sherlock_facts.ipynb", ["sherlock_fig4_fig7", "sherlock_examples"],
+                                  "stand-in: Fashion-MNIST Facts for 6DS / large scale"),
+    "sherlock_table5_generalization": ("Elhoseiny et al. (Sherlock)", "Table 5 (few-example SPO facts)",
+                                       "notebooks/09_sherlock_facts.ipynb", [],
+                                       "stand-in: Fashion-MNIST Facts for 6DS"),
+}
+
+
+def reports_dir(root: Path | None = None) -> Path:
+    return Path(root or repo_root()) / "reports"
+
+
+def render(root: Path | None = None) -> str:
+    """Return the index's Markdown for the reports under `root`/reports; raise on any mismatch."""
+    rep = reports_dir(root)
+    tables = {p.name[: -len(".meta.json")] for p in (rep / "tables").glob("*.meta.json")}
+    figures = {p.stem for p in (rep / "figures").glob("*.png")}
+    listed_figures = {f for v in REPORTS.values() for f in v[3]}
+    problems = [f"reports/tables/{t}.meta.json has no entry in REPORTS" for t in sorted(tables - set(REPORTS))]
+    problems += [f"reports/figures/{f}.png has no entry in REPORTS" for f in sorted(figures - listed_figures - set(REPORTS))]
+    rows = []
+    for rid, (paper, what, source, figs, data) in REPORTS.items():
+        has_table = rid in tables
+        if not has_table and rid not in figures:
+            continue  # not produced yet (e.g. a benchmark never run here)
+        problems += [f"{rid}: figure reports/figures/{f}.png is missing" for f in figs if f not in figures]
+        links = [f"[csv](tables/{rid}.csv)", f"[md](tables/{rid}.md)"] if has_table else []
+        links += [f"[{f}](figures/{f}.png)" for f in figs] or ([f"[png](figures/{rid}.png)"] if rid in figures else [])
+        meta = json.loads((rep / "tables" / f"{rid}.meta.json").read_text()) if has_table else {}
+        commit = str(meta.get("git_commit", ""))[:7] + ("-dirty" if str(meta.get("git_commit", "")).endswith("-dirty") else "")
+        rows.append(f"| `{rid}` | {paper} | {what} | {meta.get('preset', 'full')} | {commit} | "
+                    f"{str(meta.get('created', ''))[:10]} | {data} | {' · '.join(links)} | [{Path(source).name}](../{source}) |")
+    if problems:
+        raise ValueError("report index out of date:\n  " + "\n  ".join(problems))
+    head = ("# Reports\n\nGenerated by `python -m orderlib.tools.report_index` (run by `make reproduce`, checked by "
+            "`make test`); do not edit by hand. Cite a table by its id and the commit in its provenance "
+            "(`tables/<id>.meta.json`), e.g. \"orderlib `oe_table1_wordnet` at 0dbd9d2\". Commit and date are "
+            "those of the run that wrote the table; figure-only reports carry no provenance file.\n\n"
+            "| id | paper | reproduces | preset | commit | date | data | files | source |\n"
+            "|---|---|---|---|---|---|---|---|---|\n")
+    return head + "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="fail if reports/README.md is stale")
+    args = ap.parse_args(argv)
+    path = reports_dir() / "README.md"
+    try:
+        text = render()
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    if args.check:
+        if not path.exists() or path.read_text() != text:
+            print(f"{path} is stale: run `python -m orderlib.tools.report_index`", file=sys.stderr)
+            return 1
+        return 0
+    atomic_write_files({path: text.encode()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
