@@ -91,6 +91,9 @@ def render(root: Path | None = None) -> str:
         links += [f"[{f}](figures/{f}.png)" for f in figs] or ([f"[png](figures/{rid}.png)"] if rid in figures else [])
         meta = json.loads((rep / "tables" / f"{rid}.meta.json").read_text()) if has_table else {}
         commit = str(meta.get("git_commit", ""))[:7] + ("-dirty" if str(meta.get("git_commit", "")).endswith("-dirty") else "")
+        executed = rep / "notebooks" / Path(source).name
+        if executed.exists():  # the notebook as executed on the full preset, outputs included
+            links.append(f"[executed notebook](notebooks/{executed.name})")
         rows.append(f"| `{rid}` | {paper} | {what} | {meta.get('preset', 'full')} | {commit} | "
                     f"{str(meta.get('created', ''))[:10]} | {data} | {' · '.join(links)} | [{Path(source).name}](../{source}) |")
     if problems:
