@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PRESET ?= full
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help venv data test reproduce resume bench bench-penalty index strip notebooks clean-runs
+.PHONY: help venv data browser test reproduce resume bench bench-penalty index strip notebooks clean-runs
 
 help:
 	@echo "make reproduce   regenerate reports/ from every notebook (PRESET=full by default)"
@@ -28,7 +28,7 @@ venv: $(STAMP)
 data: $(STAMP)
 	@$(PY) -m orderlib.setup_data
 
-test: data
+test: data browser
 	$(PY) -m orderlib.tools.report_index --check
 	ORDERLIB_REQUIRE_DATA=1 ORDERLIB_REQUIRE_FUSED=1 $(PY) -m pytest -q tests
 	@nbs="$(NOTEBOOKS)"; \
@@ -40,6 +40,10 @@ test: data
 	$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $$nbs
 
 reproduce: data clean-runs resume bench index
+
+# Headless Chromium for the JupyterLab test (apt where possible; the test skips without it).
+browser: $(STAMP)
+	@$(PY) -m orderlib.tools.browser
 
 # reports/README.md: one row per report id with its provenance (checked by `make test`).
 index: $(STAMP)
