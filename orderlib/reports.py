@@ -6,6 +6,7 @@ Every table is `reports/tables/<id>.csv` with at least `method, metric, paper, o
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import subprocess
@@ -52,6 +53,27 @@ def device_description(device) -> str:
     return f"cpu:{cpu} ({torch.get_num_threads()} threads)"
 
 
+def cite_round(x):
+    """Round a number as a reader would cite it: whole floats as ints, |x| >= 1 to 2 decimals,
+    smaller ones to 3 significant digits (0.8534 -> 0.853); anything else unchanged."""
+    if isinstance(x, bool) or not isinstance(x, float) or not math.isfinite(x):
+        return x
+    if x.is_integer():
+        return int(x)
+    if abs(x) >= 1:
+        return round(x, 2)
+    return float(f"{x:.3g}")
+
+
+def rounded(df: pd.DataFrame) -> pd.DataFrame:
+    """Return `df` with every float cell rounded by `cite_round` (object columns, so ints stay ints)."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].map(lambda v: isinstance(v, float)).any():
+            out[col] = pd.Series([cite_round(v) for v in out[col]], index=out.index, dtype=object)
+    return out
+
+
 def to_markdown(df: pd.DataFrame, title: str = "", notes: str = "") -> str:
     """Render a long table as Markdown: method x metric, with paper and ours side by side."""
     show = df.copy()
@@ -72,7 +94,7 @@ def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | Non
                 title: str = "", notes: str = "", show: pd.DataFrame | None = None) -> dict[str, Path]:
     """Write `<id>.csv`, `<id>.md`, `<id>.meta.json` under reports/tables atomically; return paths.
 
-    `show`, if given, is what the Markdown renders (e.g. means ± sd without the per-seed rows
+    Numbers in the CSV are rounded as cited (`cite_round`). `show`, if given, is what the Markdown renders (e.g. means ± sd without the per-seed rows
     that the CSV keeps); by default the CSV's rows.
 
     `meta` should hold at least preset, seed, device, data source and fingerprint and wall time;
@@ -94,7 +116,7 @@ def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | Non
              "meta": out_dir / f"{table_id}.meta.json"}
     # All three are rendered before any is replaced, then renamed together: never a new CSV beside
     # an old meta.json.
-    atomic_write_files({paths["csv"]: df.to_csv(index=False).encode(),
+    atomic_write_files({paths["csv"]: rounded(df).to_csv(index=False).encode(),
                         paths["md"]: to_markdown(df if show is None else show, title, notes).encode(),
                         paths["meta"]: (json.dumps(full_meta, indent=2, default=str) + "\n").encode()})
     return paths

@@ -77,3 +77,16 @@ def test_git_commit_ignores_generated_reports_but_not_code(tmp_path):
     assert git_commit(tmp_path) == sha
     (tmp_path / "code.py").write_text("x = 2\n")
     assert git_commit(tmp_path) == sha + "-dirty"
+
+
+def test_csv_numbers_are_rounded_as_cited(tmp_path):
+    import pandas as pd
+    from orderlib.reports import write_table
+
+    df = pd.DataFrame({"method": ["a", "b", "c"], "metric": ["acc", "auc", "count"],
+                       "paper": [88.2, None, None], "ours": [87.61250000000001, 0.85341234, 4000.0]})
+    meta = dict(preset="small", seed=0, device="cpu", data_source="x", data_fingerprint="y", wall_time_s=1.0)
+    out = write_table("t", df, meta, tmp_path)
+    text = out["csv"].read_text()
+    assert "87.61," not in text and "87.61\n" in text and "0.853\n" in text and "4000\n" in text
+    assert "00000" not in text and ",88.2," in text
