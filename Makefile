@@ -32,7 +32,7 @@ test: data browser
 	$(PY) -m orderlib.tools.report_index --check
 	ORDERLIB_REQUIRE_DATA=1 ORDERLIB_REQUIRE_FUSED=1 $(PY) -m pytest -q tests
 	@nbs="$(NOTEBOOKS)"; \
-	if ! $(PY) -c "from orderlib.data.entailment import dataset_dir as d; d('snli'); d('sick')" 2>/dev/null; then \
+	if ! $(PY) -c "import sys; from orderlib.data.entailment import available as a; sys.exit(not (a('snli') and a('sick')))"; then \
 	  echo "skipping notebooks/02_oe_table3_snli.ipynb: SNLI 1.0 and SICK not found (README, section Data, says where to get them)"; \
 	  nbs=$$(echo $$nbs | tr ' ' '\n' | grep -v _snli | tr '\n' ' '); \
 	fi; \

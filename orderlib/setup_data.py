@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from orderlib.data.entailment import ensure_entailment
 from orderlib.data.fashion_mnist import ensure_fashion_mnist, load_fashion_mnist
 from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
 from orderlib.paths import DataError, data_root
@@ -25,7 +26,7 @@ def setup_fashion_mnist() -> list[str]:
     return [f"Fashion-MNIST: {path} ({n['train']:,} train + {n['test']:,} test images, from {source})"]
 
 
-TARGETS = {"wordnet": setup_wordnet, "fashion-mnist": setup_fashion_mnist}
+TARGETS = {"wordnet": setup_wordnet, "fashion-mnist": setup_fashion_mnist, "entailment": ensure_entailment}
 
 
 def main(argv: list[str] | None = None) -> int:

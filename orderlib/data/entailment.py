@@ -4,7 +4,8 @@ Two layouts are read:
 - the official SNLI 1.0 release, `snli_1.0_{train,dev,test}.jsonl`, fields `sentence1`
   (premise), `sentence2` (hypothesis), `gold_label`;
 - the TSV layout `premise<TAB>hypothesis<TAB>label` with label 0 = entailment, 1 = neutral,
-  2 = contradiction (this workplace's `../shared/data/{snli,sick}/{split}.tsv`).
+  2 = contradiction (copies beside the checkout in `../shared/data/{snli,sick}/{split}.tsv`);
+- the official SICK release, `SICK.txt` (SemEval-2014 task 1), splits in its SemEval_set column.
 
 Two-class mapping as in the paper (Section 5.2): entailment is positive; neutral and
 contradiction are negative. Pairs whose official gold label is '-' (no annotator consensus)
@@ -28,11 +29,20 @@ DATASETS = {  # name -> (file pattern, reader)
     "snli": "{split}.tsv",
     "sick": "{split}.tsv",
     "snli_1.0": "snli_1.0_{split}.jsonl",
+    "sick_official": "SICK.txt",  # one file, splits in its SemEval_set column
 }
+OFFICIAL = {"snli": "snli_1.0", "sick": "sick_official"}  # the release each TSV copy was made from
+RELEASES = {  # name -> (URL, members to extract: file name -> name in the archive's tail)
+    "snli_1.0": ("https://nlp.stanford.edu/projects/snli/snli_1.0.zip",
+                 [f"snli_1.0_{s}.jsonl" for s in ("train", "dev", "test")]),
+    "sick_official": ("https://zenodo.org/records/2787612/files/SICK.zip", ["SICK.txt"]),
+}
+SICK_SPLITS = {"train": "TRAIN", "dev": "TRIAL", "test": "TEST"}  # SemEval-2014's names
 SOURCES = {
     "snli": "SNLI 1.0 (Bowman et al., 2015), CC BY-SA 4.0: https://nlp.stanford.edu/projects/snli/",
     "sick": "SICK (Marelli et al., 2014), CC BY-NC-SA 3.0: SemEval-2014 task 1",
     "snli_1.0": "SNLI 1.0 official release: https://nlp.stanford.edu/projects/snli/snli_1.0.zip",
+    "sick_official": "SICK official release (SICK.txt): https://zenodo.org/records/2787612/files/SICK.zip",
 }
 _TOKEN = re.compile(r"\w+")
 
@@ -120,10 +130,45 @@ def read_snli_jsonl(path: str | Path, no_consensus: str = "drop") -> PairSet:
     return PairSet(prem, hyp, np.asarray(lab, dtype=np.int8), str(path))
 
 
+def read_sick_txt(path: str | Path, split: str) -> PairSet:
+    """Read one split of SICK's release file `SICK.txt` (tab-separated with a header: sentence_A,
+    sentence_B, entailment_label, ..., SemEval_set of TRAIN / TRIAL / TEST), as released."""
+    if split not in SICK_SPLITS:
+        raise ValueError(f"unknown SICK split {split!r}; expected one of {sorted(SICK_SPLITS)}")
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    lines = text_lines(path, "SICK.txt lines")
+    head = lines[0].split("\t") if lines else []
+    need = ("sentence_A", "sentence_B", "entailment_label", "SemEval_set")
+    missing = [c for c in need if c not in head]
+    if missing:
+        raise DataError(f"{path}:1: header lacks column(s) {', '.join(missing)} (is this SICK.txt?)")
+    col = {c: head.index(c) for c in need}
+    prem, hyp, lab = [], [], []
+    for no, line in enumerate(lines[1:], 2):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) < len(head):
+            raise DataError(f"{path}:{no}: expected {len(head)} tab-separated fields, found {len(parts)}")
+        if parts[col["SemEval_set"]] != SICK_SPLITS[split]:
+            continue
+        label = parts[col["entailment_label"]].lower()
+        if label not in LABELS[:3]:
+            raise DataError(f"{path}:{no}: unknown entailment_label {parts[col['entailment_label']]!r}")
+        prem.append(parts[col["sentence_A"]])
+        hyp.append(parts[col["sentence_B"]])
+        lab.append(LABELS.index(label))
+    if not lab:
+        raise DataError(f"{path}: no sentence pairs in split {SICK_SPLITS[split]}")
+    return PairSet(prem, hyp, np.asarray(lab, dtype=np.int8), f"{path}[{SICK_SPLITS[split]}]")
+
+
 def dataset_dir(name: str, root: str | Path | None = None) -> Path:
     """Return the directory of dataset `name`: <root>/<name> when a root is given, else
-    <data root>/<name>, $ORDERLIB_SHARED_DATA/<name>, or this workplace's read-only
-    `../shared/data/<name>` beside the checkout. Never copies anything."""
+    <data root>/<name>, $ORDERLIB_SHARED_DATA/<name>, or a read-only
+    `shared/data/<name>` folder beside the checkout. Never copies anything."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
     candidates = [Path(root) / name] if root else [
@@ -145,7 +190,88 @@ def load_split(name: str, split: str, root: str | Path | None = None, **kw) -> P
     path = dataset_dir(name, root) / DATASETS[name].format(split=split)
     if not path.is_file():
         raise DataError(f"{path}: no such file (dataset {name!r}, split {split!r})")
+    if name == "sick_official":
+        return read_sick_txt(path, split)
     return read_snli_jsonl(path, **kw) if path.suffix == ".jsonl" else read_pairs_tsv(path)
+
+
+def available(name: str, root: str | Path | None = None) -> str | None:
+    """Return which copy of "snli" or "sick" is present (the TSV name or its official release's), or None."""
+    for candidate in (name, OFFICIAL[name]):
+        try:
+            dataset_dir(candidate, root)
+            return candidate
+        except DataError:
+            continue
+    return None
+
+
+def load_pairs(name: str, split: str, root: str | Path | None = None) -> PairSet:
+    """Load a split of "snli" (dev, test) or "sick" (train, dev, test) from the TSV copies where they
+    are, else from the official release as released (same pairs: '-' labels dropped, SICK's TRIAL
+    set as dev); the tokenizer treats both alike."""
+    found = available(name, root)
+    if found is None:
+        raise DataError(f"{name}: neither the TSV copies ({name}/) nor the official release "
+                        f"({OFFICIAL[name]}/) found; run `make data` with network access, or get "
+                        f"{SOURCES[OFFICIAL[name]]}")
+    return load_split(found, split, root)
+
+
+def download_release(name: str, dest_root: Path, url: str | None = None, timeout: float = 60.0) -> Path:
+    """Download an official release's zip and extract its data files into `dest_root/<name>/`
+    (atomically: a failed download leaves nothing); return that folder."""
+    import shutil
+    import tempfile
+    import urllib.request
+    import zipfile
+
+    url = url or RELEASES[name][0]
+    wanted = RELEASES[name][1]
+    dest = Path(dest_root) / name
+    dest_root = Path(dest_root)
+    dest_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest_root, prefix=f".{name}-") as tmp:
+        archive = Path(tmp) / "release.zip"
+        with urllib.request.urlopen(url, timeout=timeout) as resp, open(archive, "wb") as out:
+            shutil.copyfileobj(resp, out)
+        out_dir = Path(tmp) / name
+        out_dir.mkdir()
+        with zipfile.ZipFile(archive) as z:
+            members = {Path(m).name: m for m in z.namelist() if not m.startswith("__MACOSX")}
+            lacking = [w for w in wanted if w not in members]
+            if lacking:
+                raise DataError(f"{url}: the archive lacks {', '.join(lacking)}")
+            for w in wanted:
+                with z.open(members[w]) as src, open(out_dir / w, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        if dest.exists():
+            shutil.rmtree(dest)
+        out_dir.rename(dest)
+    return dest
+
+
+def ensure_entailment(root: Path | None = None) -> list[str]:
+    """Find SNLI and SICK (TSV copies or official releases), downloading the official releases into
+    the data root where the network allows; return one line per dataset (never fails: Table 3's
+    notebook is skipped by `make test` without them)."""
+    lines = []
+    for name in ("snli", "sick"):
+        found = available(name)
+        if found is None:
+            try:
+                download_release(OFFICIAL[name], Path(root or data_root()))
+                found = available(name)
+            except Exception as exc:  # noqa: BLE001 - offline, blocked, moved: say so and go on
+                where = Path(root or data_root())
+                put = (f"unzip it in {where} (the archive holds snli_1.0/)" if name == "snli"
+                       else f"put its SICK.txt into {where / OFFICIAL[name]}/")
+                lines.append(f"{name.upper()}: not found and not downloaded ({type(exc).__name__}: {exc}); "
+                             f"Table 3's notebook will be skipped. Get {SOURCES[OFFICIAL[name]]} and {put}")
+                continue
+        kind = "TSV copies" if found == name else "official release"
+        lines.append(f"{name.upper()}: {dataset_dir(found)} ({kind})")
+    return lines
 
 
 def holdout_split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

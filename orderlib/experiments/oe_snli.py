@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_split, tokenize
+from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_pairs, load_split, tokenize
 from orderlib.eval.threshold import roc_points
 from orderlib.train_entailment import EntailmentConfig, energies, prepare, train_entailment_model
 from orderlib.params import device, existing, one_of
@@ -54,13 +54,13 @@ def splits(dataset: str, cfg: dict, directory=None) -> tuple[PairSet, PairSet, P
         train, dev, test = (load_split("snli_1.0", s, directory) for s in ("train", "dev", "test"))
         how = "official SNLI 1.0: train on train, threshold/early stopping on dev, report on test"
     elif dataset == "snli":
-        dev, test = load_split("snli", "dev", directory), load_split("snli", "test", directory)
+        dev, test = load_pairs("snli", "dev", directory), load_pairs("snli", "test", directory)
         tr, ho = holdout_split(len(dev), cfg["holdout"], cfg["seed"])
         train, dev = dev.subset(tr), dev.subset(ho)
         how = (f"SNLI dev minus a {cfg['holdout']:.0%} held-out part as training data (the 550k train split "
                "is not reachable here), threshold/early stopping on the held-out part, report on SNLI test")
     elif dataset == "sick":
-        train, dev, test = (load_split("sick", s, directory) for s in ("train", "dev", "test"))
+        train, dev, test = (load_pairs("sick", s, directory) for s in ("train", "dev", "test"))
         how = "SICK: train on train, threshold/early stopping on dev, report on test"
     else:
         raise ValueError(f"unknown dataset {dataset!r}")
