@@ -53,7 +53,7 @@ def build_flags() -> list[str]:
     return ["-O3", "-fopenmp", *_arch_flags()]
 
 
-def _build(source: Path = SOURCE):
+def _build(source: Path):
     # Importing the builder logs "No CUDA runtime is found" on CPU-only machines: not our concern.
     quiet = logging.getLogger("torch.utils.cpp_extension")
     level = quiet.level
@@ -93,18 +93,25 @@ def build_location(source: Path) -> tuple[str, Path, Path]:
     return name, build_dir, build_dir / source.name
 
 
+def _built(state: dict, source: Path):
+    """Build `source` once per process into `state` ("module", or "error" with the reason); return
+    the module or None. A missing compiler or ninja, or a failed build, is recorded, not raised."""
+    with _lock:
+        if not state:
+            try:
+                state["module"] = _build(source)
+            except Exception as exc:  # no compiler, no ninja, a failed build
+                lines = str(exc).strip().splitlines()
+                state["error"] = f"{type(exc).__name__}: {lines[-1] if lines else ''}"
+        return state.get("module")
+
+
 def cpu_kernel():
-    """Return the compiled kernel module, or None when it is disabled or cannot be built."""
+    """Return the compiled kernel module, or None when it is disabled or cannot be built (then
+    `order_violation_matrix` uses the chunked reference)."""
     if os.environ.get("ORDERLIB_FUSED", "1") == "0":
         return None
-    with _lock:
-        if not _state:
-            try:
-                _state["module"] = _build()
-            except Exception as exc:  # no compiler, no ninja, a failed build: use the reference
-                lines = str(exc).strip().splitlines()
-                _state["error"] = f"{type(exc).__name__}: {lines[-1] if lines else ''}"
-        return _state.get("module")
+    return _built(_state, SOURCE)
 
 
 _w2g: dict = {}
@@ -113,14 +120,7 @@ _w2g: dict = {}
 def word2gauss_kernel():
     """Return the compiled word2gauss trainer (orderlib/csrc/word2gauss.cpp), or None with the
     reason in `word2gauss_status()`; built like the order-violation kernel, once per machine."""
-    with _lock:
-        if not _w2g:
-            try:
-                _w2g["module"] = _build(W2G_SOURCE)
-            except Exception as exc:  # no compiler or ninja
-                lines = str(exc).strip().splitlines()
-                _w2g["error"] = f"{type(exc).__name__}: {lines[-1] if lines else ''}"
-        return _w2g.get("module")
+    return _built(_w2g, W2G_SOURCE)
 
 
 def word2gauss_status() -> str:

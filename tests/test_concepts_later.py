@@ -12,20 +12,11 @@ from orderlib.encoders.concepts import CONCEPT_MODELS, build_concept_model
 from orderlib.encoders.hyperbolic import init_from_poincare
 from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
 
+from test_train_hypernymy import chain_forest
+
 LATER = ["box embeddings", "Gumbel box embeddings", "density order embeddings", "Poincaré embeddings",
          "hyperbolic entailment cones"]
 T = lambda *rows: torch.tensor(rows, dtype=torch.float64)  # noqa: E731
-
-
-def chain_forest(depth=6, width=12):
-    """`width` chains of length `depth` under one root (as in test_train_hypernymy)."""
-    parents = [[]]
-    for _ in range(width):
-        prev = 0
-        for _ in range(depth):
-            parents.append([prev])
-            prev = len(parents) - 1
-    return parents
 
 
 @pytest.fixture(scope="module")

@@ -142,7 +142,7 @@ def test_auto_backend_uses_the_kernel_on_cpu(kernel):
 
 
 def test_fallback_when_kernel_cannot_be_built(monkeypatch):
-    def broken():
+    def broken(*source):
         raise OSError("no C++ compiler found (simulated)")
 
     monkeypatch.setattr(kernels, "_build", broken)
