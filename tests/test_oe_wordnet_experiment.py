@@ -29,6 +29,26 @@ def test_checkpoint_names_are_safe_and_shared_by_equal_configs(tmp_path):
     assert len({b["checkpoint"], c["checkpoint"], d["checkpoint"]}) == 3
 
 
+def test_grids_choose_on_dev_with_stated_tiebreaks(tmp_path):
+    def point(method, key, value, dev):
+        return {"method": method, "overrides": {key: value}, "dev": dev}
+    margins = [point("word2gauss", "margin", m, d) for m, d in [(1.0, 80.0), (3.0, 81.0), (7.0, 81.0)]]
+    assert X.choose(margins, "word2gauss", "margin") == (3.0, {1.0: 80.0, 3.0: 81.0, 7.0: 81.0})
+    assert X.choose(margins, "word2gauss", "margin", prefer_small=False)[0] == 7.0
+    kinds = [point("density order embeddings", "negatives", k, d)
+             for k, d in [((), 92.0), (("swap",), 92.0), (("swap", "sibling"), 90.1)]]
+    assert X.choose(kinds, "density order embeddings", "negatives")[0] == ()  # tie: the one listed first
+    kinds[1]["dev"] = 92.2
+    assert X.choose(kinds, "density order embeddings", "negatives")[0] == ("swap",)
+    # the grid's plain point is the final seed-0 run: one checkpoint, one training
+    cfg = X.PRESETS["full"]
+    grid = [j for j in X.grid_jobs(cfg, "paper", "cpu", tmp_path) if j["method"] == "density order embeddings"]
+    assert [j["overrides"]["negatives"] for j in grid] == X.DOE_NEGATIVES
+    final = X._job("train", "paper", "density order embeddings", 0, cfg, "cpu", tmp_path, 1.0, {"negatives": ()})
+    assert grid[0]["checkpoint"] == final["checkpoint"]
+    assert X.negatives_label(("swap", "sibling")) == "random + swap + sibling"
+
+
 def _fake_run():
     def res(seed, test):
         return {"seed": seed, "test": test, "dev": test + 0.5, "best_test_over_epochs": test + 1,
