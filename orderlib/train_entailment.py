@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from orderlib import distributed as ddp
 from orderlib.data.entailment import PairSet, tokenize
 from orderlib.encoders.entailment import build_entailment_model, entailment_loss
 from orderlib.encoders.sentence import Vocab
@@ -17,8 +18,8 @@ from orderlib.eval.threshold import best_threshold, threshold_accuracy
 from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import fit
 
-TRAINER_CODE = ("orderlib.train_entailment", "orderlib.training", "orderlib.encoders.entailment",
-                "orderlib.encoders.sentence", "orderlib.eval.threshold")
+TRAINER_CODE = ("orderlib.train_entailment", "orderlib.training", "orderlib.distributed",
+                "orderlib.encoders.entailment", "orderlib.encoders.sentence", "orderlib.eval.threshold")
 
 
 @dataclass
@@ -109,35 +110,60 @@ def _build(cfg: EntailmentConfig, vocab_size: int, device):
     return model.to(device)
 
 
+def shard_loss(model, replica: torch.nn.Module, pairs: EncodedPairs, idx: np.ndarray, cfg: EntailmentConfig,
+               device) -> torch.Tensor:
+    """Return this rank's share of the loss of a global batch of pairs idx: the loss of its shard
+    (orderlib.distributed.shard) through `replica` (the model under orderlib.distributed.wrap),
+    weighted by (its pairs / the batch's) x ranks, so that the gradient averaged over ranks is the
+    whole batch's; a rank that owns no pair of a short last batch runs one with weight 0."""
+    rows, own = ddp.shard(len(idx))
+    rows = idx[rows[:max(own, 1)]]
+    e = replica(*pairs.batch(rows, device))  # (max(own, 1),)
+    loss = entailment_loss(model, e, pairs.positive[rows].to(device), cfg.margin)
+    return loss * (own * ddp.world_size() / len(idx))
+
+
 def train_epoch(model, opt, data: EntailmentData, cfg: EntailmentConfig, epoch: int, device,
-                progress: bool = False) -> float:
+                progress: bool = False, replica: torch.nn.Module | None = None) -> float:
+    """One pass over the training pairs in batches of `cfg.batch`; returns the mean batch loss. With
+    `replica` (see `shard_loss`), this rank trains on its shard of each batch and every rank takes
+    the step one process would take."""
     model.train()
     order = np.random.default_rng([cfg.seed, epoch]).permutation(len(data.train))
     total, steps = 0.0, range(0, len(order), cfg.batch)
     for i in tqdm(steps, desc=f"epoch {epoch}", leave=False, disable=not progress):
         idx = order[i:i + cfg.batch]
-        e = model(*data.train.batch(idx, device))  # (B,)
-        loss = entailment_loss(model, e, data.train.positive[idx].to(device), cfg.margin)
+        if replica is None:
+            e = model(*data.train.batch(idx, device))  # (B,)
+            loss = entailment_loss(model, e, data.train.positive[idx].to(device), cfg.margin)
+        else:
+            loss = shard_loss(model, replica, data.train, idx, cfg, device)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
         opt.step()
         total += loss.item()
-    return total / max(1, len(steps))
+    mean = total / max(1, len(steps))
+    return mean if replica is None else ddp.average(mean)  # the shares' mean: the batches' mean loss
 
 
-def train_entailment_model(data: EntailmentData, cfg: EntailmentConfig, device="cpu",
-                           checkpoint: Path | None = None, progress: bool = True) -> EntailmentResult:
-    """Train `cfg.model` with early stopping on held-out accuracy; resume from `checkpoint`."""
+def train_entailment_model(data: EntailmentData, cfg: EntailmentConfig, device="cpu", checkpoint: Path | None = None,
+                           progress: bool = True, distributed: bool = False) -> EntailmentResult:
+    """Train `cfg.model` with early stopping on held-out accuracy; resume from `checkpoint`. With
+    `distributed`, every rank of a torchrun process group calls this alike (its own `device`) and
+    trains its shard of each global batch of `cfg.batch` (orderlib.distributed); the checkpoint has
+    the key a single-process run of `cfg` has."""
     device = torch.device(device)
     model = _build(cfg, len(data.vocab), device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    replica = ddp.wrap(model) if distributed else None
     key = {**asdict(cfg), "code": code_version(*TRAINER_CODE),
            "data": fingerprint(data.vocab.words, *(getattr(s, f) for s in (data.train, data.holdout)
                                                    for f in ("p", "pl", "h", "hl", "positive")))}
-    fitted = fit(model, opt, key, lambda epoch: train_epoch(model, opt, data, cfg, epoch, device, progress),
+    fitted = fit(model, opt, key,
+                 lambda epoch: train_epoch(model, opt, data, cfg, epoch, device, progress and ddp.is_main(), replica),
                  lambda: evaluate(model, data, device), "dev_accuracy", cfg.epochs, cfg.patience, checkpoint,
-                 progress, cfg.model)
+                 progress, cfg.model, distributed)
     ev = evaluate(model, data, device)
     return EntailmentResult(model, fitted.history, fitted.best_epoch, ev["tau"], ev["dev_accuracy"],
                             ev["test_accuracy"], fitted.seconds, fitted.resumed)

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from orderlib import distributed as ddp
 from orderlib.encoders.joint import JointEmbedding
 from orderlib.encoders.sentence import Vocab
 from orderlib.eval.retrieval import evaluate_retrieval
@@ -19,8 +20,8 @@ from orderlib.training import fit
 
 CAPTIONS_PER_IMAGE = 5
 # The code that determines a trained model: its checkpoints are keyed by this code's version.
-TRAINER_CODE = ("orderlib.train_retrieval", "orderlib.training", "orderlib.encoders.joint", "orderlib.encoders.sentence",
-                "orderlib.encoders.image", "orderlib.losses", "orderlib.penalties")
+TRAINER_CODE = ("orderlib.train_retrieval", "orderlib.training", "orderlib.distributed", "orderlib.encoders.joint",
+                "orderlib.encoders.sentence", "orderlib.encoders.image", "orderlib.losses", "orderlib.penalties")
 
 
 @dataclass
@@ -116,10 +117,36 @@ def build_model(cfg: RetrievalConfig, vocab_size: int, feature_dim: int, device)
     return model.to(device)
 
 
+class Encoders(torch.nn.Module):
+    """The two encoders of a JointEmbedding as one module, the part DistributedDataParallel wraps."""
+
+    def __init__(self, model: JointEmbedding):
+        super().__init__()
+        self.model = model
+
+    def forward(self, features: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor):
+        """Return (images (B, D), captions (B, D)) embedded."""
+        return self.model.images(features), self.model.captions(tokens, lengths)
+
+
+def sharded_penalties(model: JointEmbedding, encoders: torch.nn.Module, split: CaptionedImages, idx: np.ndarray,
+                      caps: np.ndarray) -> torch.Tensor:
+    """Return the (B, B) penalty matrix of a global batch (images idx, captions caps) of which this
+    rank encodes only its shard (orderlib.distributed.shard) through `encoders` (Encoders(model)
+    under orderlib.distributed.wrap): the embeddings are gathered from every rank with gradient, so
+    each caption's negatives are the whole batch, as in one process."""
+    device = next(model.parameters()).device
+    rows, _ = ddp.shard(len(idx))  # (m,) positions in the batch
+    images, captions = encoders(split.features[idx[rows]].to(device), *split.captions(caps[rows], device))  # (m, D)
+    return model.penalty_matrix(ddp.gather_rows(images, len(idx)), ddp.gather_rows(captions, len(idx)))  # (B, B)
+
+
 def train_epoch(model: JointEmbedding, opt, data: RetrievalData, cfg: RetrievalConfig, epoch: int,
-                progress: bool = False) -> float:
+                progress: bool = False, encoders: torch.nn.Module | None = None) -> float:
     """One pass over the training images in batches of `cfg.batch` distinct images, each with one
-    of its captions drawn at random; returns the mean batch loss."""
+    of its captions drawn at random; returns the mean batch loss. With `encoders` (see
+    `sharded_penalties`), this rank encodes its shard of each batch and DistributedDataParallel
+    averages the gradients: every rank then takes the step one process would take."""
     model.train()
     device = next(model.parameters()).device
     rng = np.random.default_rng([cfg.seed, epoch])
@@ -129,7 +156,10 @@ def train_epoch(model: JointEmbedding, opt, data: RetrievalData, cfg: RetrievalC
     for i in tqdm(steps, desc=f"epoch {epoch}", leave=False, disable=not progress):
         idx = order[i:i + cfg.batch]
         caps = idx * CAPTIONS_PER_IMAGE + pick[i:i + cfg.batch]
-        e = model(data.train.features[idx].to(device), *data.train.captions(caps, device))  # (B, B)
+        if encoders is None:
+            e = model(data.train.features[idx].to(device), *data.train.captions(caps, device))  # (B, B)
+        else:
+            e = sharded_penalties(model, encoders, data.train, idx, caps)  # (B, B)
         loss = in_batch_loss(e, cfg.loss, cfg.margin, cfg.temperature)
         opt.zero_grad()
         loss.backward()
@@ -152,11 +182,15 @@ class RetrievalResult:
     trained_at: str | None = None  # git commit that trained it (None: a checkpoint from before this was recorded)
 
 
-def train_retrieval_model(data: RetrievalData, cfg: RetrievalConfig, device="cpu",
-                          checkpoint: Path | None = None, progress: bool = True, desc: str = "") -> RetrievalResult:
-    """Train with early stopping on the dev score; resume from `checkpoint`; return the best model."""
+def train_retrieval_model(data: RetrievalData, cfg: RetrievalConfig, device="cpu", checkpoint: Path | None = None,
+                          progress: bool = True, desc: str = "", distributed: bool = False) -> RetrievalResult:
+    """Train with early stopping on the dev score; resume from `checkpoint`; return the best model.
+    With `distributed`, every rank of a torchrun process group calls this alike (its own `device`)
+    and trains its shard of each global batch of `cfg.batch` (orderlib.distributed); the checkpoint
+    has the key a single-process run of `cfg` has, so either run resumes or loads the other's."""
     model = build_model(cfg, len(data.vocab), data.feature_dim, torch.device(device))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    encoders = ddp.wrap(Encoders(model)) if distributed else None
 
     label = desc or f"{cfg.penalty}/{cfg.loss}"
 
@@ -168,8 +202,8 @@ def train_retrieval_model(data: RetrievalData, cfg: RetrievalConfig, device="cpu
            "data": fingerprint(data.vocab.words, *(getattr(s, f) for s in (data.train, data.dev)
                                                    for f in ("features", "tokens", "lengths")))}
     fitted = fit(model, opt, key,
-                 lambda epoch: train_epoch(model, opt, data, cfg, epoch, progress), held_out, "dev_score",
-                 cfg.epochs, cfg.patience, checkpoint, progress, label)
+                 lambda epoch: train_epoch(model, opt, data, cfg, epoch, progress and ddp.is_main(), encoders),
+                 held_out, "dev_score", cfg.epochs, cfg.patience, checkpoint, progress, label, distributed)
     model.eval()
     return RetrievalResult(model, fitted.history, fitted.best_epoch, fitted.best_score, fitted.seconds,
                            fitted.resumed, fitted.trained_at)

@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
+from orderlib import distributed as ddp
 from orderlib.checkpoint import load_checkpoint, locked, save_checkpoint
 from orderlib.reports import git_commit
 
@@ -51,7 +52,7 @@ class FitResult:
 
 def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], float],
         evaluate: Callable[[], dict], score: str, epochs: int, patience: int,
-        checkpoint: Path | None = None, progress: bool = True, desc: str = "") -> FitResult:
+        checkpoint: Path | None = None, progress: bool = True, desc: str = "", distributed: bool = False) -> FitResult:
     """Run `train_epoch(epoch)` then `evaluate()` for up to `epochs` epochs; stop once `patience`
     epochs pass without a higher `evaluate()[score]`; leave the best epoch's weights in `model`.
     A NaN or infinite loss or score stops the run with TrainingDiverged (nothing of that epoch saved).
@@ -61,11 +62,22 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
     must therefore hold everything that determines the model: settings, a fingerprint of the
     data, the trainer's code version (orderlib.checkpoint). The checkpoint is locked while this
     runs: a concurrent run of the same checkpoint waits, then resumes or loads what this one left.
+
+    With `distributed` (a torchrun process group, orderlib.distributed), every rank calls this with
+    the same arguments and `train_epoch` trains its part of each batch; rank 0 alone locks, loads
+    and writes the checkpoint and runs `evaluate`, and broadcasts the resumed state, the loss and
+    the held-out metrics, so that every rank takes the same early-stopping decisions.
     """
-    with locked(checkpoint) if checkpoint else contextlib.nullcontext():
-        state = load_checkpoint(checkpoint) if checkpoint else None
+    if distributed:
+        ddp.require()
+    main = not distributed or ddp.is_main()  # the process that locks, evaluates and writes
+    processes = ddp.world_size() if distributed else 1
+    with locked(checkpoint) if checkpoint and main else contextlib.nullcontext():
+        state = load_checkpoint(checkpoint) if checkpoint and main else None
         if state is not None and state["cfg"] != cfg:
             state = None  # a different run: start over
+        if distributed:
+            state = ddp.broadcast(state)
         start, history, best, best_state, done, seconds = 0, [], (float("-inf"), -1), None, False, 0.0
         trained_at = git_commit() if state is None else None
         if state is not None:
@@ -74,14 +86,16 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
             start, history, best = state["epoch"] + 1, state["history"], tuple(state["best"])
             best_state, done, seconds = state["best_state"], state["done"], state["seconds"]
             trained_at = state.get("trained_at")
-        bar = tqdm(range(start, epochs), desc=desc, disable=not progress or done)
+        bar = tqdm(range(start, epochs), desc=desc, disable=not progress or done or not main)
         for epoch in bar:
             if done:
                 break
             t0 = time.perf_counter()
             loss = train_epoch(epoch)
+            loss = ddp.broadcast(loss) if distributed else loss
             _check_finite(desc, epoch, "the training loss", loss, checkpoint)
-            ev = evaluate()
+            ev = evaluate() if main else None
+            ev = ddp.broadcast(ev) if distributed else ev
             _check_finite(desc, epoch, f"the held-out {score}", ev[score], checkpoint)
             seconds += time.perf_counter() - t0
             history.append({"epoch": epoch, "loss": loss, **ev, "seconds": seconds})
@@ -89,11 +103,11 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
             if ev[score] > best[0]:
                 best, best_state = (ev[score], epoch), copy.deepcopy(model.state_dict())
             done = epoch - best[1] >= patience or epoch == epochs - 1
-            if checkpoint:
+            if checkpoint and main:
                 save_checkpoint(checkpoint, {"cfg": cfg, "model": model.state_dict(), "opt": opt.state_dict(),
                                              "epoch": epoch, "history": history, "best": list(best),
                                              "best_state": best_state, "done": done, "seconds": seconds,
-                                             "trained_at": trained_at})
+                                             "trained_at": trained_at, "processes": processes})
         if best_state is not None:
             model.load_state_dict(best_state)
         return FitResult(history, best[1], best[0], seconds, state is not None, trained_at)

@@ -173,8 +173,9 @@ class TrainedRows:
 
 
 def train_rows(data: dict[str, RetrievalData], cfg: dict, device, workdir: Path, rows=None,
-               progress: bool = True) -> TrainedRows:
-    """Train (or load from finished checkpoints) every row in `rows` (default: the preset's)."""
+               progress: bool = True, distributed: bool = False) -> TrainedRows:
+    """Train (or load from finished checkpoints) every row in `rows` (default: the preset's); with
+    `distributed`, on every rank of a torchrun process group (orderlib.tools.train_parallel)."""
     out = TrainedRows(data=data)
     unknown = set(cfg["rows"] if rows is None else rows) - set(ROWS)
     if unknown:
@@ -185,7 +186,7 @@ def train_rows(data: dict[str, RetrievalData], cfg: dict, device, workdir: Path,
             continue  # e.g. no 1-crop features in a precomp folder
         name = method.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "p")
         out.results[method] = train_retrieval_model(data[crop], row_config(method, cfg), device,
-                                                    Path(workdir) / f"{name}.pt", progress, method)
+                                                    Path(workdir) / f"{name}.pt", progress, method, distributed)
     return out
 
 

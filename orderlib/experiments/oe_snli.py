@@ -82,8 +82,10 @@ def majority_accuracy(train: PairSet, test: PairSet) -> float:
     return 100.0 * float((test.positive == majority).mean())
 
 
-def run_dataset(dataset: str, cfg: dict, device, checkpoints=None, directory=None, progress=True) -> dict:
-    """Train every model on one dataset; return {"rows": [...], "results": {...}, "data": ...}."""
+def run_dataset(dataset: str, cfg: dict, device, checkpoints=None, directory=None, progress=True,
+                distributed: bool = False) -> dict:
+    """Train every model on one dataset; return {"rows": [...], "results": {...}, "data": ...}. With
+    `distributed`, on every rank of a torchrun process group (orderlib.tools.train_parallel)."""
     train, dev, test, how = splits(dataset, cfg, directory)
     data = prepare(train, dev, test)
     metric = f"{dataset.upper()} test 2-class accuracy (%)"
@@ -92,7 +94,7 @@ def run_dataset(dataset: str, cfg: dict, device, checkpoints=None, directory=Non
     for model in MODELS:
         ckpt = checkpoints / f"{dataset}_{model.replace(' ', '_').replace('(', '').replace(')', '')}.pt" \
             if checkpoints else None
-        r = train_entailment_model(data, model_config(model, cfg), device, ckpt, progress)
+        r = train_entailment_model(data, model_config(model, cfg), device, ckpt, progress, distributed)
         results[model] = r
         rows.append(dict(method=model, metric=metric, ours=r.test_accuracy, n_train=len(train)))
     return {"rows": rows, "results": results, "data": data, "pairs": (train, dev, test), "how": how}
