@@ -64,7 +64,7 @@ resume: data
 	@for nb in $(NOTEBOOKS); do \
 	  echo "== $$nb (PRESET=$(PRESET))"; \
 	  $(PY) -m papermill --progress-bar -p PRESET $(PRESET) $$nb runs/executed/$$(basename $$nb) || exit 1; \
-	  if [ "$(PRESET)" = full ]; then mkdir -p reports/notebooks && cp runs/executed/$$(basename $$nb) reports/notebooks/; fi; \
+	  if [ "$(PRESET)" = full ]; then $(PY) -m orderlib.tools.publish_notebook runs/executed/$$(basename $$nb); fi; \
 	done
 	@echo "reports written to reports/ (full preset) or runs/<preset>/reports (others)"
 

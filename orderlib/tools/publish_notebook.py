@@ -1,0 +1,50 @@
+"""Publish an executed notebook under reports/notebooks/ with no machine's paths in it: the
+repository's absolute path in outputs becomes relative, and papermill's record of where the run
+wrote its output names the published file.
+
+    python -m orderlib.tools.publish_notebook runs/executed/01_oe_table1_wordnet.ipynb [--root .]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from orderlib.reports import repo_root
+
+
+def publish(src: Path, root: Path | None = None, out_dir: Path | None = None) -> Path:
+    """Write `src` as <out_dir>/<name> (default reports/notebooks/) with `root`'s absolute path
+    (default: this repository) made relative; return the written path."""
+    root = Path(root or repo_root()).resolve()
+    out_dir = Path(out_dir or root / "reports" / "notebooks")
+    try:
+        text = Path(src).read_text()
+        nb = json.loads(text.replace(str(root) + "/", "").replace(str(root), "."))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{src}: not a readable notebook ({e})") from e
+    dst = out_dir / Path(src).name
+    pm = nb.get("metadata", {}).get("papermill")
+    if isinstance(pm, dict):  # where it is published: relative to the checkout, or to here with out_dir
+        pm["output_path"] = os.path.relpath(dst.resolve(), root if out_dir == root / "reports" / "notebooks"
+                                            else Path.cwd())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / f".{dst.name}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    os.replace(tmp, dst)
+    return dst
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("notebooks", nargs="+", type=Path)
+    ap.add_argument("--root", type=Path, default=None, help="the checkout the notebooks ran in (default: this one)")
+    ap.add_argument("--out", type=Path, default=None, help="output folder (default: reports/notebooks/)")
+    args = ap.parse_args()
+    for nb in args.notebooks:
+        print(f"published {publish(nb, args.root, args.out)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""Executed notebooks are published without the machine's paths."""
+import json
+
+import pytest
+
+from orderlib.tools.publish_notebook import publish
+
+
+def test_publish_makes_machine_paths_relative(tmp_path):
+    root = tmp_path / "checkout"
+    nb = {"cells": [{"cell_type": "code", "source": ["print(paths)"], "metadata": {}, "execution_count": 1,
+                     "outputs": [{"output_type": "stream", "name": "stdout",
+                                  "text": [f"wrote {root}/reports/tables/t.csv\n", f"cwd {root}\n"]}]}],
+          "metadata": {"papermill": {"input_path": "notebooks/x.ipynb", "output_path": "/tmp/elsewhere/x.ipynb"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    src = tmp_path / "x.ipynb"
+    src.write_text(json.dumps(nb))
+    dst = publish(src, root)
+    assert dst == root / "reports" / "notebooks" / "x.ipynb"
+    text = dst.read_text()
+    assert str(tmp_path) not in text and "/tmp/elsewhere" not in text
+    out = json.loads(text)
+    assert out["cells"][0]["outputs"][0]["text"] == ["wrote reports/tables/t.csv\n", "cwd .\n"]
+    assert out["metadata"]["papermill"]["output_path"] == "reports/notebooks/x.ipynb"
+    assert not list((root / "reports" / "notebooks").glob(".*"))  # no temp file left
+
+
+def test_publish_names_a_bad_file(tmp_path):
+    bad = tmp_path / "bad.ipynb"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="bad.ipynb"):
+        publish(bad, tmp_path)
