@@ -12,6 +12,7 @@ one epoch of the Table 1 hypernymy training (which uses aligned pairs, not all-p
 Writes reports/tables/bench_penalty.{csv,md,meta.json}.
 
     make bench-penalty        # or: .venv/bin/python benchmarks/penalty.py [--quick]
+    .venv/bin/python benchmarks/penalty.py --only rates   # the rate rows alone, GEMM included; no report
 """
 from __future__ import annotations
 
@@ -163,6 +164,9 @@ def main() -> None:
     ap.add_argument("--shape", type=int, nargs=3, default=(1000, 5000, 1024), metavar=("N", "M", "D"))
     ap.add_argument("--quick", action="store_true", help="small shapes, no compile, no training: a smoke run")
     ap.add_argument("--skip-compile", action="store_true")
+    ap.add_argument("--only", choices=("rates",),
+                    help="measure the element-pair rates only (GEMM, naive, compiled, fused, backward: every "
+                         "fraction of GEMM from this run) and print them; writes no report")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-child", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--dim", type=int, default=1024, help=argparse.SUPPRESS)
@@ -176,6 +180,11 @@ def main() -> None:
     n, m, d = (200, 1000, 256) if args.quick else args.shape
     n_eval = 200 if args.quick else 5000
     rows, notes = rate_rows(n, m, d, args.seed, args.skip_compile or args.quick)
+    if args.only == "rates":
+        print(pd.DataFrame(rows)[["method", "metric", "ours"]].to_string(index=False))
+        print(json.dumps({"shape": [n, m, d], "threads": torch.get_num_threads(), "kernel": kernels.kernel_status(),
+                          "wall_time_s": time.perf_counter() - t0, **notes}))
+        return
     evals = {"fused": run_eval(n_eval, d, "auto", 1, args.seed)}
     fold = {b: run_eval(n_eval, d, b, 5, args.seed) for b in ("auto", "reference")}
     size = f"{n_eval // 1000}k" if n_eval % 1000 == 0 else str(n_eval)

@@ -8,9 +8,15 @@ from orderlib import kernels
 from orderlib import penalties as P
 
 # Shapes around the register tiles (forward 4 rows x 24 float / 12 double columns; gradients
-# 2 rows x 24 / 12 lanes of D): multiples, one off, empty and single rows.
+# 4 rows x one slice of D, 32 float / 16 double columns with AVX-512, 16 / 8 without):
+# multiples, one off, empty and single rows.
 SHAPES = [(1, 1, 1), (4, 24, 8), (5, 25, 7), (3, 23, 25), (9, 50, 130), (17, 1, 33), (1, 31, 3),
           (0, 5, 4), (5, 0, 4), (6, 7, 0), (40, 13, 1)]
+# Shapes around the gradient kernel's blocking: slices of D (a multiple, one over, one under),
+# blocks of 128 rows of y, panels of 64 rows of x, rows of x split into groups when D has few
+# slices (the last group short), and M past one chunk of packed y (about 2 MiB per thread).
+GRAD_SHAPES = [(4, 128, 32), (5, 129, 33), (3, 127, 31), (70, 40, 20), (37, 50, 7), (41, 20, 70),
+               (6, 1100, 1000), (1, 300, 16), (9, 257, 64)]
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +56,65 @@ def test_fused_gradients_match_autograd_on_reference(kernel, n, m, d):
         a = torch.zeros_like(t) if a is None else a
         b = torch.zeros_like(t) if b is None else b
         assert torch.allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def _grads(fn, x, y, g):
+    xr, yr = x.clone().requires_grad_(), y.clone().requires_grad_()
+    return torch.autograd.grad(fn(xr, yr), (xr, yr), g)
+
+
+@pytest.mark.parametrize("n,m,d", GRAD_SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fused_gradients_around_the_blocking(kernel, n, m, d, dtype):
+    x, y = _pair(n, m, d, dtype, seed=11)
+    g = torch.randn(n, m, dtype=dtype, generator=torch.Generator().manual_seed(12))
+    got = _grads(lambda a, b: P.order_violation_matrix(a, b, backend="fused"), x, y, g)
+    ref = _grads(P.order_violation_matrix_reference, x.double(), y.double(), g.double())  # float64 truth
+    tol = 1e-4 if dtype == torch.float32 else 1e-11
+    for a, b in zip(got, ref):
+        assert a.dtype == dtype and a.shape == b.shape
+        assert torch.allclose(a.double(), b, rtol=tol, atol=tol * max(1.0, b.abs().max().item()))
+
+
+@pytest.mark.parametrize("n,m,d", [(53, 301, 40), (41, 20, 70), (6, 1100, 1000)])
+def test_fused_gradients_independent_of_threads(kernel, n, m, d):
+    """Work items depend on the shape only, so every gradient element is summed in one order."""
+    x, y = _pair(n, m, d, torch.float32, seed=13)
+    g = torch.randn(n, m, generator=torch.Generator().manual_seed(14))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = kernel.backward(g, x, y)
+        torch.set_num_threads(max(3, before))
+        many = kernel.backward(g, x, y)
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(one, many):
+        assert torch.equal(a, b)
+
+
+def test_fused_gradients_of_non_contiguous_inputs_and_grad(kernel):
+    x, y = _pair(23, 70, 45, torch.float64, seed=15)
+    w = torch.randn(70, 23, dtype=torch.float64, generator=torch.Generator().manual_seed(16))
+    xt = x.T.contiguous().T  # column-major x
+    ys = torch.stack([y, -y], -1)[..., 0]  # every other element of a buffer, the values of y
+    assert not xt.is_contiguous() and not ys.is_contiguous() and torch.equal(ys, y)
+    xf, yf = xt.clone().requires_grad_(), ys.detach().requires_grad_()  # clone keeps the strides
+    assert not xf.is_contiguous()
+    # E.T * w: the upstream gradient reaching the kernel is w.T, a transposed view.
+    got = torch.autograd.grad((P.order_violation_matrix(xf, yf, backend="fused").T * w).sum(), (xf, yf))
+    xr, yr = x.clone().requires_grad_(), y.clone().requires_grad_()
+    ref = torch.autograd.grad((P.order_violation_matrix_reference(xr, yr).T * w).sum(), (xr, yr))
+    for a, b in zip(got, ref):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_fused_backward_casts_a_grad_of_another_dtype(kernel):
+    x, y = _pair(9, 33, 35, torch.float32, seed=17)
+    g = torch.randn(9, 33, dtype=torch.float64, generator=torch.Generator().manual_seed(18))
+    got = kernel.backward(g, x, y)
+    ref = kernel.backward(g.float(), x, y)
+    assert all(a.dtype == torch.float32 and torch.equal(a, b) for a, b in zip(got, ref))
 
 
 def test_fused_gradcheck_and_shared_argument(kernel):
