@@ -29,15 +29,22 @@ struct Vec {
   static constexpr int lanes = kVecBytes / sizeof(T);
 };
 
-template <typename T>
-inline typename Vec<T>::type load(const T* p) {
-  typename Vec<T>::type v;
+// Unaligned load / store of any vector type V of T (memcpy compiles to one vector move).
+template <typename V, typename T>
+inline V load_as(const T* p) {
+  V v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
 
+template <typename V, typename T>
+inline void store_as(T* p, V v) { std::memcpy(p, &v, sizeof(v)); }
+
 template <typename T>
-inline void store(T* p, typename Vec<T>::type v) { std::memcpy(p, &v, sizeof(v)); }
+inline typename Vec<T>::type load(const T* p) { return load_as<typename Vec<T>::type>(p); }
+
+template <typename T>
+inline void store(T* p, typename Vec<T>::type v) { store_as(p, v); }
 
 template <typename T>
 inline typename Vec<T>::type splat(T s) {
@@ -233,14 +240,10 @@ inline BVec<double>::type bfma<double>(BVec<double>::type acc, BVec<double>::typ
 #endif
 
 template <typename T>
-inline typename BVec<T>::type bload(const T* p) {
-  typename BVec<T>::type v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
+inline typename BVec<T>::type bload(const T* p) { return load_as<typename BVec<T>::type>(p); }
 
 template <typename T>
-inline void bstore(T* p, typename BVec<T>::type v) { std::memcpy(p, &v, sizeof(v)); }
+inline void bstore(T* p, typename BVec<T>::type v) { store_as(p, v); }
 
 #ifndef OV_BACK_ROWS
 #define OV_BACK_ROWS 4
