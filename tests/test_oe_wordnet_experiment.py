@@ -29,24 +29,38 @@ def test_checkpoint_names_are_safe_and_shared_by_equal_configs(tmp_path):
     assert len({b["checkpoint"], c["checkpoint"], d["checkpoint"]}) == 3
 
 
-def test_grids_choose_on_dev_with_stated_tiebreaks(tmp_path):
-    def point(method, key, value, dev):
-        return {"method": method, "overrides": {key: value}, "dev": dev}
-    margins = [point("word2gauss", "margin", m, d) for m, d in [(1.0, 80.0), (3.0, 81.0), (7.0, 81.0)]]
-    assert X.choose(margins, "word2gauss", "margin") == (3.0, {1.0: 80.0, 3.0: 81.0, 7.0: 81.0})
-    assert X.choose(margins, "word2gauss", "margin", prefer_small=False)[0] == 7.0
-    kinds = [point("density order embeddings", "negatives", k, d)
-             for k, d in [((), 92.0), (("swap",), 92.0), (("swap", "sibling"), 90.1)]]
-    assert X.choose(kinds, "density order embeddings", "negatives")[0] == ()  # tie: the one listed first
-    kinds[1]["dev"] = 92.2
-    assert X.choose(kinds, "density order embeddings", "negatives")[0] == ("swap",)
-    # the grid's plain point is the final seed-0 run: one checkpoint, one training
+def test_grids_choose_on_dev_ties_to_the_point_listed_first():
+    grid = X._grid("word2gauss margin", "word2gauss", [{"margin": m} for m in (1.0, 3.0, 7.0)])
+    def results(*devs):
+        return [{"grid": grid["name"], "point": p, "dev": d} for p, d in zip(grid["points"], devs)]
+    assert X.choose(grid, results(80.0, 81.0, 81.0)) == ({"margin": 3.0}, {1.0: 80.0, 3.0: 81.0, 7.0: 81.0})
+    assert X.choose(grid, results(80.0, 81.0, 81.5))[0] == {"margin": 7.0}
+    other = [{"grid": "bilinear lr", "point": {"margin": 1.0}, "dev": 99.0}]  # another grid's run is ignored
+    assert X.choose(grid, other + results(80.0, 79.0, 79.0))[0] == {"margin": 1.0}
+    assert X.point_label({"negatives": ("swap", "sibling")}) == "random + swap + sibling"
+    assert X.point_label({"lr": 0.003, "model_kwargs": {"gamma": 100.0}}) == "lr 0.003, gamma 100"
+    assert X.point_label({"lr": 0.01}) == 0.01
+
+
+def test_density_grid_stages_share_the_final_seed0_run(tmp_path):
     cfg = X.PRESETS["full"]
-    grid = [j for j in X.grid_jobs(cfg, "paper", "cpu", tmp_path) if j["method"] == "density order embeddings"]
-    assert [j["overrides"]["negatives"] for j in grid] == X.DOE_NEGATIVES
-    final = X._job("train", "paper", "density order embeddings", 0, cfg, "cpu", tmp_path, 1.0, {"negatives": ()})
-    assert grid[0]["checkpoint"] == final["checkpoint"]
-    assert X.negatives_label(("swap", "sibling")) == "random + swap + sibling"
+    first = X.grid_jobs(cfg, "paper", "cpu", tmp_path, 1)
+    assert [j["grid"] for j in first].count("density order embeddings negatives") == len(X.DOE_NEGATIVES)
+    assert all(j["grid"] != "density order embeddings lr x gamma" for j in first)
+    # stage 1 runs on their command's 20 epochs, not the final schedule: its checkpoints are its own
+    neg = [j for j in first if j["method"] == X.DOE]
+    assert {j["overrides"]["epochs"] for j in neg} == {20} and cfg["models"][X.DOE]["epochs"] != 20
+    # stage 2 starts from stage 1's choice and is the final seed-0 run for the chosen point
+    second = X.grid_jobs(cfg, "paper", "cpu", tmp_path, 2, {X.DOE: {"negatives": ("swap",)}})
+    assert len(second) == 6 and all(j["overrides"]["negatives"] == ("swap",) for j in second)
+    chosen = {"negatives": ("swap",), "lr": 0.003, "model_kwargs": {"gamma": 100.0}}
+    final = X._job("train", "paper", X.DOE, 0, cfg, "cpu", tmp_path, 1.0, chosen)
+    assert [j["checkpoint"] for j in second].count(final["checkpoint"]) == 1
+    assert final["checkpoint"] not in [j["checkpoint"] for j in neg]
+    # the bilinear grid runs the final schedule: its chosen point is the final seed-0 run
+    bil = [j for j in first if j["method"] == "order-embeddings (bilinear)"]
+    assert X._job("train", "paper", "order-embeddings (bilinear)", 0, cfg, "cpu", tmp_path, 1.0,
+                  {"lr": 0.003})["checkpoint"] == bil[1]["checkpoint"]
 
 
 def _fake_run():

@@ -69,7 +69,7 @@ def test_table1_library_path_twice_gives_the_same_table(tmp_path):
     small = X.PRESETS["small"]
     cfg = {**small, "n_test": 20, "n_dev": 20, "dim": 5, "batch": 20, "train_fraction": 1.0,
            "models": {k: {**v, "epochs": 2, "patience": 2} for k, v in small["models"].items()},
-           "w2g_grid_fraction": 1.0}
+           "grids": [{**g, "run": {**g["run"], "train_fraction": 1.0} if g["run"] else {}} for g in small["grids"]]}
     tables = [X.table(X.run_table1(graph, cfg, ["clean"], "cpu", tmp_path / run, progress=False), "clean")
               for run in ("a", "b")]
     pd.testing.assert_frame_equal(tables[0], tables[1])
