@@ -52,7 +52,7 @@ def test_density_grid_stages_share_the_final_seed0_run(tmp_path):
     assert {j["overrides"]["epochs"] for j in neg} == {20} and cfg["models"][X.DOE]["epochs"] != 20
     # stage 2 starts from stage 1's choice and is the final seed-0 run for the chosen point
     second = X.grid_jobs(cfg, "paper", "cpu", tmp_path, 2, {X.DOE: {"negatives": ("swap",)}})
-    assert len(second) == 6 and all(j["overrides"]["negatives"] == ("swap",) for j in second)
+    assert len(second) == 8 and all(j["overrides"]["negatives"] == ("swap",) for j in second)
     chosen = {"negatives": ("swap",), "lr": 0.003, "model_kwargs": {"gamma": 100.0}}
     final = X._job("train", "paper", X.DOE, 0, cfg, "cpu", tmp_path, 1.0, chosen)
     assert [j["checkpoint"] for j in second].count(final["checkpoint"]) == 1
