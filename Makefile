@@ -59,13 +59,9 @@ bench-penalty: data
 	$(PY) benchmarks/penalty.py
 
 # Like reproduce, but keeps the checkpoints of an interrupted run and resumes from them.
+# Each notebook is timed; the timings are the bench_reproduce table (orderlib/tools/reproduce.py).
 resume: data
-	@mkdir -p runs/executed
-	@for nb in $(NOTEBOOKS); do \
-	  echo "== $$nb (PRESET=$(PRESET))"; \
-	  $(PY) -m papermill --progress-bar -p PRESET $(PRESET) $$nb runs/executed/$$(basename $$nb) || exit 1; \
-	  if [ "$(PRESET)" = full ]; then $(PY) -m orderlib.tools.publish_notebook runs/executed/$$(basename $$nb); fi; \
-	done
+	$(PY) -m orderlib.tools.reproduce --preset $(PRESET) $(NOTEBOOKS)
 	@echo "reports written to reports/ (full preset) or runs/<preset>/reports (others)"
 
 # Strip notebook outputs, keeping only cells marked NBVAL_CHECK_OUTPUT (nbval compares those).

@@ -35,6 +35,31 @@ def git_commit(root: Path | None = None) -> str:
         return "unknown"
 
 
+def model_record(seconds: float | None, trained_at: str | None, loaded: bool, **extra) -> dict:
+    """One trained model's provenance: its training time (s to the millisecond, summed over resumes; None: not
+    recorded), the commit whose code trained it (None: a checkpoint from before this was recorded)
+    and whether this run loaded it, in whole or in part, from a checkpoint."""
+    return {"train_seconds": None if seconds is None else round(float(seconds), 3), "trained_at": trained_at,
+            "loaded_from_checkpoint": bool(loaded), **extra}
+
+
+def training_provenance(models: dict[str, dict], commit: str) -> dict:
+    """Return the `training` block of a report's .meta.json: `models` (name -> model_record), the
+    summed training time, the commits that trained them, and the models trained at a commit other
+    than `commit` (the report's), with a one-line note a reader can quote."""
+    others = sorted(name for name, m in models.items() if m["trained_at"] != commit)
+    if not models:
+        note = "no trained models"
+    elif not others:
+        note = f"all {len(models)} models trained at this report's commit, in this run or resumed from it"
+    else:
+        note = (f"{len(others)} of {len(models)} models were trained at another commit than this report's "
+                f"and loaded from checkpoints: {', '.join(others)}")
+    return {"train_seconds_total": round(sum(m["train_seconds"] or 0.0 for m in models.values()), 3),
+            "trained_at": sorted({str(m["trained_at"]) for m in models.values()}),
+            "trained_at_other_commit": others, "note": note, "models": models}
+
+
 def device_description(device) -> str:
     """Describe the device a run used: CPU model and threads, or the CUDA device name."""
     import torch

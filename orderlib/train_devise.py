@@ -15,6 +15,7 @@ from orderlib.encoders.cnn import ItemCNN, _augment, item_features, to_input
 from orderlib.encoders.devise import DeViSE
 from orderlib.losses import hinge_rank
 from orderlib.checkpoint import code_version, fingerprint
+from orderlib.reports import model_record
 from orderlib.training import fit, seeded_rng
 
 
@@ -115,4 +116,7 @@ def train_devise(cnn: ItemCNN, images: np.ndarray, labels: np.ndarray, held_imag
                  cfg.finetune_epochs, ckpt("devise_stage2.pt"), progress, "DeViSE (fine-tune)")
         history += [{**h, "stage": "fine-tuned"} for h in r2.history]
     model.eval().requires_grad_(False)
+    fits = [r1, r2] if cfg.finetune_epochs else [r1]
+    model.provenance = model_record(sum(r.seconds for r in fits), r1.trained_at, any(r.resumed for r in fits),
+                                    epochs_run=len(history))
     return model, history

@@ -169,3 +169,27 @@ def test_lemma_vectors_from_a_word_vector_file(tmp_path):
     assert np.allclose(vec[2], np.array([0, 1, 1]) / np.sqrt(2))  # lemma case folded
     assert np.allclose(vec[3], [0.6, 0.8, 0])  # falls back to the gloss
     assert np.allclose(vec[4], 0)  # nothing known
+
+
+def test_trained_models_record_their_provenance_and_a_reload_says_loaded(toy_items, tmp_path):
+    from orderlib.encoders.cnn import CNNConfig, train_item_cnn
+    from orderlib.reports import git_commit
+    from orderlib.train_devise import DeViSEConfig, train_devise
+
+    x, y = toy_items(200)
+    hx, hy = toy_items(60, seed=1)
+    labels = torch.nn.functional.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(0)), dim=1)
+
+    def run():
+        cnn, _ = train_item_cnn(x, y, hx, hy, CNNConfig(epochs=1, batch=64, width=4), progress=False,
+                                checkpoint=tmp_path / "cnn.pt")
+        model, _ = train_devise(cnn, x, y, hx, hy, labels, DeViSEConfig(epochs=2, finetune_epochs=1, batch=64),
+                                progress=False, checkpoint_dir=tmp_path)
+        return cnn.provenance, model.provenance
+
+    (cnn1, dev1), (cnn2, dev2) = run(), run()
+    assert cnn1["trained_at"] == dev1["trained_at"] == git_commit()
+    assert not cnn1["loaded_from_checkpoint"] and not dev1["loaded_from_checkpoint"]
+    assert dev1["epochs_run"] == 3 and dev1["train_seconds"] > 0
+    assert cnn2["loaded_from_checkpoint"] and dev2["loaded_from_checkpoint"]
+    assert dev2["train_seconds"] == dev1["train_seconds"] and dev2["trained_at"] == dev1["trained_at"]

@@ -44,6 +44,8 @@ def test_table2_library_path_twice_gives_the_same_table(tmp_path):
         ex = X.run(cfg, "cpu", tmp_path / run, folder, progress=False)
         tables.append(X.test_table(ex.trained, cfg))
     pd.testing.assert_frame_equal(tables[0], tables[1])
+    rec = X.model_records(ex)  # precomp data: no item CNN, one record per row
+    assert list(rec) == cfg["rows"] and all(r["epochs_run"] == 2 and r["train_seconds"] > 0 for r in rec.values())
     assert not any(c in tables[0].columns for c in ("seconds", "minutes"))  # no wall clock in a table
 
 
@@ -52,9 +54,12 @@ def test_table3_library_path_twice_gives_the_same_table(tmp_path):
 
     write_snli_1_0(tmp_path, toy_pairs(80, 3))
     cfg = dict(X.PRESETS["small"], data="official", word_dim=8, dim=8, epochs=1)
-    tables = [X.table({"snli": X.run_dataset("snli", cfg, "cpu", tmp_path / run, tmp_path, progress=False)})
-              for run in ("a", "b")]
+    runs = [{"snli": X.run_dataset("snli", cfg, "cpu", tmp_path / run, tmp_path, progress=False)} for run in ("a", "b")]
+    tables = [X.table(r) for r in runs]
     pd.testing.assert_frame_equal(tables[0], tables[1])
+    rec = X.model_records(runs[1])
+    assert set(rec) == {f"snli/{m}" for m in runs[1]["snli"]["results"]} and len(rec) >= 2
+    assert all(r["trained_at"] is not None and not r["loaded_from_checkpoint"] for r in rec.values())
     assert "seconds" not in tables[0].columns
 
 
@@ -119,9 +124,11 @@ def test_smaller_vocabulary_retrains_instead_of_crashing(tmp_path):
     small = prepare(toy_pairs(200, 0).subset(np.arange(2)), toy_pairs(60, 1), toy_pairs(60, 2))
     assert len(small.vocab) < len(big.vocab)
     cfg = EntailmentConfig(word_dim=4, dim=4, epochs=1)
-    train_entailment_model(big, cfg, checkpoint=tmp_path / "e.pt", progress=False)
+    first = train_entailment_model(big, cfg, checkpoint=tmp_path / "e.pt", progress=False)
     r = train_entailment_model(small, cfg, checkpoint=tmp_path / "e.pt", progress=False)
     assert not r.resumed
+    again = train_entailment_model(small, cfg, checkpoint=tmp_path / "e.pt", progress=False)
+    assert again.resumed and again.trained_at == r.trained_at == first.trained_at is not None
 
 
 def test_checkpoint_keys_follow_the_code_and_the_data():

@@ -19,7 +19,24 @@ def test_unlisted_or_missing_reports_are_errors(tmp_path):
         R.render(tmp_path)
     (tmp_path / "reports" / "figures" / "oe_table3_roc.png").write_bytes(b"png")
     text = R.render(tmp_path)
-    assert "| `oe_table3_snli` |" in text and "| 0123456 | 2026-11-23 |" in text and "oe_table2" not in text
+    assert "| `oe_table3_snli` |" in text and "| 0123456 | not recorded | 2026-11-23 |" in text and "oe_table2" not in text
     (tmp_path / "reports" / "tables" / "made_up.meta.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="made_up.meta.json has no entry"):
         R.render(tmp_path)
+
+
+def test_models_trained_at_column_reads_every_provenance_form():
+    from orderlib.reports import model_record, training_provenance
+    from orderlib.tools.report_index import trained_at
+
+    here = "a" * 40
+    fresh = {"git_commit": here, "training": training_provenance({"m": model_record(1.0, here, False)}, here)}
+    assert trained_at(fresh) == "this commit"
+    mixed = {"m": model_record(1.0, here, False), "n": model_record(2.0, "b" * 40, True)}
+    assert trained_at({"git_commit": here, "training": training_provenance(mixed, here)}) == "1 of 2 at bbbbbbb"
+    assert trained_at({"git_commit": here, "training": training_provenance({}, here)}) == "no models"
+    # reports written before the `training` block: a list, a dict per model, or per-model records
+    assert trained_at({"git_commit": here, "trained_at": [here, "c" * 40]}) == "at ccccccc"
+    assert trained_at({"git_commit": here, "trained_at": {"m": here}}) == "this commit"
+    assert trained_at({"git_commit": here, "models": {"m": {"trained_at": "d" * 40}}}) == "at ddddddd"
+    assert trained_at({"git_commit": here, "train_seconds": {"m": 1.0}}) == "not recorded"

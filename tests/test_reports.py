@@ -90,3 +90,17 @@ def test_csv_numbers_are_rounded_as_cited(tmp_path):
     text = out["csv"].read_text()
     assert "87.61," not in text and "87.61\n" in text and "0.853\n" in text and "4000\n" in text
     assert "00000" not in text and ",88.2," in text
+
+
+def test_training_provenance_names_models_from_another_commit():
+    from orderlib.reports import model_record, training_provenance
+
+    models = {"a": model_record(10.0004, "c1", False, epochs_run=3), "b": model_record(5.0, "c0", True),
+              "c": model_record(None, None, True)}
+    t = training_provenance(models, "c1")
+    assert t["train_seconds_total"] == 15.0 and model_record(0.0123, "c1", False)["train_seconds"] == 0.012 and t["models"]["a"] == {
+        "train_seconds": 10.0, "trained_at": "c1", "loaded_from_checkpoint": False, "epochs_run": 3}
+    assert t["trained_at"] == ["None", "c0", "c1"] and t["trained_at_other_commit"] == ["b", "c"]
+    assert t["note"].startswith("2 of 3 models were trained at another commit") and "b, c" in t["note"]
+    same = training_provenance({"a": models["a"]}, "c1")
+    assert same["trained_at_other_commit"] == [] and same["note"].startswith("all 1 models trained at this")

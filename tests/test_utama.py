@@ -47,6 +47,9 @@ def test_mit_states_path_runs_table1_and_table3(tmp_path):
     rows = ("visual product", exp.MAIN, "VSE++, RNN (LSTM) + finetune")
     trained = exp.train_rows(cfg, task, vectors, tmp_path, progress=False, rows=rows)
     assert list(trained) == ["visual product", exp.MAIN]  # nothing to finetune from features
+    rec = exp.model_records(trained)  # no stand-in CNN on MIT-States features
+    assert list(rec) == ["visual product", exp.MAIN] and not rec[exp.MAIN]["loaded_from_checkpoint"]
+    assert rec[exp.MAIN]["epochs_run"] >= 1 and rec[exp.MAIN]["trained_at"] == trained[exp.MAIN]["trained_at"]
     df1 = exp.table1(trained, task)
     closed = df1[(df1.protocol == "closed world") & (df1.metric == "top-1")].set_index("method").ours
     assert closed["chance"] == 25.0 and closed.between(0, 100).all()

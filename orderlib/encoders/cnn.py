@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from orderlib.checkpoint import code_version, fingerprint
+from orderlib.reports import model_record
 from orderlib.training import fit, seeded_rng
 
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST train pixel statistics (of x / 255)
@@ -125,6 +126,7 @@ def train_item_cnn(images: np.ndarray, labels: np.ndarray, held_images: np.ndarr
                  checkpoint, progress, "item CNN")
     model.eval().requires_grad_(False)
     model.classes = classes
+    model.provenance = model_record(fitted.seconds, fitted.trained_at, fitted.resumed, epochs_run=len(fitted.history))
     return model, fitted.history
 
 

@@ -9,8 +9,9 @@ candidate label.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from,
 from orderlib.train_devise import DeViSEConfig, embed_images, rank_labels, train_devise
 from orderlib.train_hypernymy import TRAINER_CODE as HYPERNYMY_CODE, HypernymyConfig, train_concept_model
 from orderlib.params import device, existing, one_of
+from orderlib.reports import git_commit, model_record
 
 # Table 1 of Frome et al. (ILSVRC 2012 1K; hit@k in %, hp@k as fractions); 500-D rows for DeViSE and
 # random embeddings (the paper also lists 1000-D).
@@ -99,6 +101,7 @@ class LabelSpaces:
     order: np.ndarray  # (N, 50) >= 0, WordNet order-embedding
     classes: np.ndarray  # (10,) graph index of each Fashion-MNIST class
     notes: dict
+    provenance: dict = field(default_factory=dict)  # trained label spaces -> reports.model_record
 
 
 def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) -> LabelSpaces:
@@ -108,14 +111,18 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
     ensure_wordnet("3.0")
     graph = load_noun_graph("3.0")
     index = graph.index()
+    built = set()  # what this call trained rather than loaded from workdir
 
     def build_skipgram():
+        built.add("skipgram")
+        t0 = time.perf_counter()
         wn = open_wordnet("3.0")
         corpus = wordnet_corpus(wn)
         wv = train_skipgram(corpus, SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"]))
         counts = Counter(w for sentence in corpus for w in sentence)
         vec = definition_vectors(wv, [wn.synset(n) for n in graph.names], counts)
-        return {"vectors": vec, "corpus_tokens": sum(map(len, corpus)), "vocabulary": len(wv.words)}
+        return {"vectors": vec, "corpus_tokens": sum(map(len, corpus)), "vocabulary": len(wv.words),
+                "seconds": time.perf_counter() - t0, "trained_at": git_commit()}
 
     def from_file():
         wv = load_word_vectors(cfg["word_vectors"])
@@ -137,10 +144,12 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
     rand /= np.linalg.norm(rand, axis=1, keepdims=True)
 
     def build_order():
+        built.add("order")
         data = make_splits(graph.parents, "clean", n_test=1000, n_dev=1000, seed=cfg["seed"])
         hc = HypernymyConfig(model="order-embeddings", seed=cfg["seed"], **cfg["order"])
         r = train_concept_model(data, hc, device, Path(workdir) / "order_labels_train.pt", progress)
-        return {"vectors": r.model.emb.weight.detach().cpu().numpy(), "test_accuracy": r.test_accuracy}
+        return {"vectors": r.model.emb.weight.detach().cpu().numpy(), "test_accuracy": r.test_accuracy,
+                "seconds": r.seconds, "trained_at": git_commit()}
 
     order = cached(Path(workdir) / "order_labels.pt",
                     f"{graph.fingerprint}|{sorted(cfg['order'].items())}|{cfg['seed']}|{code_version(*HYPERNYMY_CODE)}",
@@ -149,7 +158,11 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
              "skip-gram corpus tokens": sg["corpus_tokens"], "vocabulary": sg["vocabulary"],
              "order-embedding WordNet test accuracy (%)": order["test_accuracy"]}
     classes = np.array([index[s] for s in SYNSETS])
-    return LabelSpaces(graph, sg["vectors"], rand, order["vectors"], classes, notes)
+    trained = {"skip-gram label vectors": ("skipgram", sg)} if not cfg.get("word_vectors") else {}
+    trained["order-embedding label vectors"] = ("order", order)
+    provenance = {name: model_record(v.get("seconds"), v.get("trained_at"), key not in built)
+                  for name, (key, v) in trained.items()}  # caches from before these were kept: unknown
+    return LabelSpaces(graph, sg["vectors"], rand, order["vectors"], classes, notes, provenance)
 
 
 def train_cnn(cfg: dict, classes, workdir: Path, device="cpu", progress: bool = True) -> tuple[ItemCNN, list]:
@@ -362,12 +375,7 @@ def error_profile(trained: dict, spaces: LabelSpaces, images, labels, candidates
     return pd.DataFrame(rows)
 
 
-def train_seconds(trained: dict) -> dict[str, float]:
-    """Training time per method (summed over stages), from the checkpointed histories."""
-    out = {}
-    for method, hist in trained["histories"].items():
-        last = {}
-        for h in hist:
-            last[h.get("stage", "")] = h["seconds"]
-        out[method] = round(sum(last.values()), 1)
-    return out
+def model_records(trained: dict, spaces: LabelSpaces) -> dict[str, dict]:
+    """Every model a DeViSE table rests on (the label spaces, the CNN, each DeViSE model, their
+    stages summed): reports.model_record each, for the .meta.json's `training` block."""
+    return {**spaces.provenance, **{m: model.provenance for m, model in trained["models"].items()}}

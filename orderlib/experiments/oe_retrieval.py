@@ -28,6 +28,7 @@ from orderlib.eval.retrieval import TIE_COLUMNS, TIES, evaluate_retrieval, rank_
 from orderlib.params import ParameterError, device, existing, one_of, positive_int, subset_of, validate
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
+from orderlib.reports import model_record
 from orderlib.train_retrieval import (CaptionedImages, RetrievalConfig, RetrievalData, embed, prepare,
                                       train_retrieval_model)
 
@@ -238,12 +239,13 @@ def test_table(trained: TrainedRows, cfg: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def model_provenance(trained: TrainedRows) -> dict[str, dict]:
-    """Per row: training time (s, resumes included), the commit that trained it, whether this run
-    loaded it from a checkpoint. For the .meta.json, not the table (issue 10)."""
-    return {method: {"train_seconds": round(r.seconds, 1), "trained_at": r.trained_at or "unknown (older checkpoint)",
-                     "loaded_from_checkpoint": r.resumed, "best_epoch": r.best_epoch, "epochs_run": len(r.history)}
-            for method, r in trained.results.items()}
+def model_records(ex) -> dict[str, dict]:
+    """Per trained model of a run (`run`'s result): the frozen item CNN where scenes were
+    generated, then each row; reports.model_record each, for the .meta.json's `training` block."""
+    out = {"item CNN (frozen features)": ex.scenes.cnn.provenance} if ex.scenes is not None else {}
+    return {**out, **{method: model_record(r.seconds, r.trained_at, r.resumed, best_epoch=r.best_epoch,
+                                           epochs_run=len(r.history))
+                      for method, r in ex.trained.results.items()}}
 
 
 def compare_rows(df: pd.DataFrame, a: str = "order-embeddings", b: str = "order-embeddings (symm.)") -> pd.DataFrame:

@@ -19,6 +19,7 @@ from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_pairs,
 from orderlib.eval.threshold import roc_points
 from orderlib.train_entailment import EntailmentConfig, energies, prepare, train_entailment_model
 from orderlib.params import device, existing, one_of
+from orderlib.reports import model_record
 
 PAPER_TABLE3 = {  # SNLI test, 2-class accuracy (%), Table 3
     "EOP classifier (Bowman et al., 2015)": 75.0,
@@ -161,9 +162,11 @@ def table(runs: dict[str, dict]) -> pd.DataFrame:
     return df[["method", "metric", "paper", "ours", "n_train"]]
 
 
-def train_seconds(runs: dict[str, dict]) -> dict[str, dict[str, float]]:
-    """{dataset: {model: training seconds}}: provenance for the .meta.json, not a table column."""
-    return {d: {m: round(r.seconds, 1) for m, r in run["results"].items()} for d, run in runs.items()}
+def model_records(runs: dict[str, dict]) -> dict[str, dict]:
+    """{"<dataset>/<model>": reports.model_record}: provenance for the .meta.json's `training` block."""
+    return {f"{d}/{m}": model_record(r.seconds, r.trained_at, r.resumed, best_epoch=r.best_epoch,
+                                     epochs_run=len(r.history))
+            for d, run in runs.items() for m, r in run["results"].items()}
 
 
 def length_asymmetry(runs: dict[str, dict]) -> pd.DataFrame:

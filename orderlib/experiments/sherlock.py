@@ -20,6 +20,7 @@ from orderlib.data.facts import (RELATIONS, VERSION, Fact, all_facts, generalisa
 from orderlib.data.fashion_mnist import load_fashion_mnist
 from orderlib.eval.facts import fact_map, fact_topk  # noqa: F401 (fact_topk re-exported for the notebook)
 from orderlib.params import device, existing, one_of
+from orderlib.reports import model_record
 
 # One visible place for the settings. "base": the preset of notebook 08 (Utama) whose pre-trained
 # CNN and skip-gram word vectors are reused, and of notebook 03 whose caption models are reused.
@@ -441,6 +442,14 @@ def examples(dist: torch.Tensor, task: FactTask, n_images: int = 6, n_facts: int
         ranked = dist[:, f].argsort()[:k].tolist()
         f2i.append((str(task.facts[f]), ranked, [bool(img_fact[i] == f) for i in ranked]))
     return i2f, f2i
+
+
+def model_records(results: dict[str, dict], cnn) -> dict[str, dict]:
+    """The pre-trained CNN (shared with notebook 08) and every trained row (closed-form ones have no
+    "fit"): reports.model_record each, for the .meta.json's `training` block."""
+    rows = {m: model_record(r["fit"].seconds, r["fit"].trained_at, r["fit"].resumed, epochs_run=len(r["fit"].history))
+            for m, r in results.items() if "fit" in r}
+    return {"pre-trained CNN (notebook 08's)": cnn.provenance, **rows}
 
 
 def source() -> str:

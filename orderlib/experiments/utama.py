@@ -33,6 +33,7 @@ from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, lemm
 from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep, topk_accuracy
 from orderlib.eval.compositional import context_dependence  # noqa: F401 (the notebook calls exp.context_dependence)
 from orderlib.params import device, existing, one_of
+from orderlib.reports import model_record
 from orderlib.train_composition import CRF, CompositionConfig, predict_scores, train_recogniser
 
 # Utama's Table 1 (MIT-States, 700 unseen pairs): top-1, top-2, top-3, average accuracy (%).
@@ -379,8 +380,13 @@ def data_fingerprint(task: Task) -> str:
     return f"fashion-mnist:{fmnist_fingerprint()[:16]}|task:{task.fingerprint()[:16]}"
 
 
-def train_seconds(trained: dict) -> dict:
-    return {k: round(v["seconds"], 1) for k, v in trained.items()}
+def model_records(trained: dict, cnn: ItemCNN | None = None) -> dict[str, dict]:
+    """The stand-in's pretrained CNN (where there is one) and every row (its fits summed):
+    reports.model_record each, for the .meta.json's `training` block."""
+    out = {"ImageNet stand-in CNN": cnn.provenance} if cnn is not None else {}
+    return {**out, **{row: model_record(t["seconds"], t["trained_at"], any(f.resumed for f in t["fits"]),
+                                        epochs_run=sum(len(f.history) for f in t["fits"]))
+                      for row, t in trained.items()}}
 
 
 def mit_states_task(cfg: dict, root: str | Path, features: str | Path | None, workdir: Path) -> tuple[Task, np.ndarray]:

@@ -1,0 +1,128 @@
+"""Run notebooks with papermill one after another (what `make reproduce` / `make resume` do), time
+each, publish a full run's executed copies under reports/notebooks/, and write `bench_reproduce`:
+per notebook its wall time, its share of the run, the training time of its reports' models and how
+many of them this run trained rather than loaded from checkpoints, beside the previous
+bench_reproduce's wall time (its commit in the notes) where that run timed the same notebook.
+
+    .venv/bin/python -m orderlib.tools.reproduce [--preset full] notebooks/00_oe_fig2_toy2d.ipynb ...
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from orderlib.paths import repo_root
+from orderlib.reports import device_description, git_commit, write_table
+from orderlib.runs import run_paths
+
+TABLE_ID = "bench_reproduce"
+
+
+def tables_since(tables: Path, since: float) -> list[Path]:
+    """The .meta.json files under `tables` written at or after `since` (a time.time())."""
+    return sorted(p for p in tables.glob("*.meta.json") if p.stat().st_mtime >= since and p.name != f"{TABLE_ID}.meta.json")
+
+
+def model_counts(metas: list[dict]) -> dict:
+    """Models of a notebook's reports (the union over its tables' `training` blocks): how many, how
+    many this run trained (not loaded from a checkpoint), their summed training time (s)."""
+    models = {}
+    for m in metas:
+        models.update(m.get("training", {}).get("models", {}))
+    return {"models": len(models), "trained": sum(not r["loaded_from_checkpoint"] for r in models.values()),
+            "train_seconds": sum(r["train_seconds"] or 0.0 for r in models.values()),
+            "recorded": all("training" in m for m in metas) and bool(metas)}
+
+
+def run_notebook(nb: Path, preset: str, out_dir: Path, tables: Path, kernel: str | None = None) -> dict:
+    """Execute one notebook on `preset` into out_dir; return its timing and the reports it wrote."""
+    import papermill
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start, t0 = time.time(), time.perf_counter()
+    papermill.execute_notebook(str(nb), str(out_dir / nb.name), parameters={"PRESET": preset}, kernel_name=kernel,
+                               progress_bar=True)
+    seconds = time.perf_counter() - t0
+    metas = [json.loads(p.read_text()) for p in tables_since(tables, start)]
+    return {"notebook": nb.name, "seconds": seconds, "reports": [m["id"] for m in metas], **model_counts(metas)}
+
+
+def previous_times(tables: Path) -> tuple[dict[str, float], str]:
+    """Wall time (s) per notebook in the last bench_reproduce under `tables`, and its commit."""
+    csv, meta = tables / f"{TABLE_ID}.csv", tables / f"{TABLE_ID}.meta.json"
+    if not (csv.exists() and meta.exists()):
+        return {}, ""
+    df = pd.read_csv(csv)
+    rows = df[df.metric == "wall time (min)"]
+    return {r.method: 60 * float(r.ours) for r in rows.itertuples() if r.method != "total"}, \
+        json.loads(meta.read_text()).get("git_commit", "")
+
+
+def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
+    """Long format: per notebook (and the total) wall time, share, model counts, training time and,
+    where the previous run timed it, that time and the ratio previous / now."""
+    total = sum(r["seconds"] for r in runs)
+    rows = []
+    for r in runs + [{"notebook": "total", "seconds": total, "models": sum(x["models"] for x in runs),
+                      "trained": sum(x["trained"] for x in runs),
+                      "train_seconds": sum(x["train_seconds"] for x in runs), "recorded": True}]:
+        def add(metric, value):
+            rows.append({"method": r["notebook"], "metric": metric, "paper": None, "ours": value})
+        add("wall time (min)", r["seconds"] / 60)
+        add("share of the run's wall time (%)", 100 * r["seconds"] / total if total else None)
+        if r["recorded"]:
+            add("models in its reports", r["models"])
+            add("models trained in this run", r["trained"])
+            add("training time of its reports' models (min)", r["train_seconds"] / 60)
+        prev = before.get(r["notebook"]) if r["notebook"] != "total" else (
+            sum(before[x["notebook"]] for x in runs) if all(x["notebook"] in before for x in runs) and before else None)
+        if prev:
+            add("previous run's wall time (min)", prev / 60)
+            add("previous / this wall time", prev / r["seconds"])
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("notebooks", nargs="+", type=Path)
+    ap.add_argument("--preset", default="full")
+    ap.add_argument("--out", type=Path, default=None, help="executed notebooks (default runs/executed/)")
+    ap.add_argument("--kernel", default=None)
+    args = ap.parse_args(argv)
+    root = repo_root()
+    out_dir = args.out or root / "runs" / "executed"
+    tables = run_paths(TABLE_ID, args.preset).tables
+    before, before_commit = previous_times(tables)
+    commit, runs = git_commit(), []
+    for nb in args.notebooks:
+        print(f"== {nb} (PRESET={args.preset})", flush=True)
+        runs.append(run_notebook(nb, args.preset, out_dir, tables, args.kernel))
+        if args.preset == "full":
+            from orderlib.tools.publish_notebook import publish
+
+            print(f"published {publish(out_dir / nb.name)}", flush=True)
+    df = bench_table(runs, before)
+    fp = hashlib.sha256(b"".join(Path(nb).read_bytes() for nb in args.notebooks)).hexdigest()
+    meta = {"preset": args.preset, "seed": "each notebook's own", "device": device_description("cpu"),
+            "git_commit": commit, "data_source": "each notebook's own (see its reports' .meta.json)",
+            "data_fingerprint": fp, "wall_time_s": sum(r["seconds"] for r in runs),
+            "notebooks": {r["notebook"]: {"reports": r["reports"], "seconds": round(r["seconds"], 1)} for r in runs},
+            "previous_run_commit": before_commit or None}
+    notes = ("Wall time of each notebook executed by papermill in this run, one after another on the machine "
+             "in the provenance. 'models trained in this run' counts the models of the notebook's reports that "
+             "were not loaded from checkpoints: a notebook whose models were all loaded times its evaluation "
+             "only. ")
+    notes += (f"'previous run' is the bench_reproduce this run replaced (commit {before_commit[:7]})."
+              if before_commit else "No previous bench_reproduce to compare with.")
+    write_table(TABLE_ID, df, meta, tables, title="make reproduce: wall time per notebook", notes=notes)
+    print(df.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

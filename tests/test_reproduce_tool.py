@@ -1,0 +1,49 @@
+"""orderlib.tools.reproduce: times notebooks and counts the models their reports trained."""
+import json
+
+import nbformat
+import pandas as pd
+
+from orderlib.reports import model_record, training_provenance
+from orderlib.tools import reproduce as R
+
+
+def _notebook(path, tables, loaded):
+    """A notebook that writes one report whose single model was trained here or loaded."""
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell('PRESET = "small"', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(
+                    "import json, pathlib\n"
+                    f"t = json.loads({json.dumps(json.dumps(training_provenance({'m': model_record(2.0, 'c', loaded)}, 'c')))})\n"
+                    f"pathlib.Path({str(tables)!r}, 'x_' + PRESET + '.meta.json').write_text("
+                    "json.dumps({'id': 'x_' + PRESET, 'training': t}))")]
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_run_notebook_times_it_and_reads_the_reports_it_wrote(tmp_path):
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "old.meta.json").write_text(json.dumps({"id": "old"}))  # written before: not this notebook's
+    import os
+    os.utime(tables / "old.meta.json", (0, 0))
+    r = R.run_notebook(_notebook(tmp_path / "01_a.ipynb", tables, False), "tiny", tmp_path / "out", tables)
+    assert r["reports"] == ["x_tiny"] and r["models"] == 1 and r["trained"] == 1 and r["seconds"] > 0
+    assert (tmp_path / "out" / "01_a.ipynb").exists()
+    loaded = R.model_counts([{"training": training_provenance({"m": model_record(2.0, "c", True)}, "c")}])
+    assert loaded == {"models": 1, "trained": 0, "train_seconds": 2.0, "recorded": True}
+    assert not R.model_counts([{"id": "no training block"}])["recorded"]
+
+
+def test_bench_table_shares_sum_to_100_and_compares_with_the_previous_run():
+    runs = [{"notebook": "a", "seconds": 30.0, "models": 2, "trained": 2, "train_seconds": 20.0, "recorded": True},
+            {"notebook": "b", "seconds": 90.0, "models": 0, "trained": 0, "train_seconds": 0.0, "recorded": False}]
+    df = R.bench_table(runs, {"a": 60.0})
+    share = df[df.metric == "share of the run's wall time (%)"].set_index("method").ours
+    assert share["a"] == 25.0 and share["b"] == 75.0 and share["total"] == 100.0
+    ratio = df[df.metric == "previous / this wall time"].set_index("method").ours
+    assert dict(ratio) == {"a": 2.0}  # b and the total have no previous time
+    assert "models in its reports" not in set(df[df.method == "b"].metric)  # not recorded: not shown as 0
+    both = R.bench_table(runs, {"a": 60.0, "b": 45.0})
+    assert both[(both.method == "total") & (both.metric == "previous / this wall time")].ours.item() == 105 / 120
+    assert isinstance(df, pd.DataFrame) and {"method", "metric", "paper", "ours"} <= set(df.columns)
