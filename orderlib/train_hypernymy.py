@@ -195,8 +195,7 @@ def extra_negatives(kind: str, data: HypernymyData, pos: np.ndarray, rng: np.ran
 def train_epoch(stepper: _Stepper, data: HypernymyData, cfg: HypernymyConfig, epoch: int, device,
                 progress: bool, siblings: _Siblings | None = None) -> float:
     rng = np.random.default_rng([cfg.seed, epoch])
-    pos = data.train[rng.permutation(len(data.train))]
-    pos = pos[: max(1, int(round(cfg.train_fraction * len(pos))))]
+    pos = data.epoch_positives(rng, cfg.train_fraction)  # (P, 2)
     negs = [data.train_negatives(rng, pos)]
     negs += [extra_negatives(kind, data, pos, rng, siblings) for kind in cfg.negatives]
     pos_t = torch.as_tensor(pos, device=device)  # (P, 2)

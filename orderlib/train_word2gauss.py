@@ -84,8 +84,7 @@ class _Adagrad:
 def epoch_pairs(data: HypernymyData, cfg: Word2GaussConfig, epoch: int) -> tuple[np.ndarray, np.ndarray]:
     """Return this epoch's shuffled positives and their corrupted pairs, (P, 2) each."""
     rng = np.random.default_rng([cfg.seed, epoch])
-    pos = data.train[rng.permutation(len(data.train))]
-    pos = pos[: max(1, int(round(cfg.train_fraction * len(pos))))]
+    pos = data.epoch_positives(rng, cfg.train_fraction)
     return pos, data.train_negatives(rng, pos)
 
 

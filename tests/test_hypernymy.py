@@ -189,3 +189,20 @@ def test_real_wordnet_authors_split_gives_the_papers_baseline(real_wordnet):
     assert d.stats["listed pairs"] == 838073 and d.stats["train positives"] == 838073 - 8000
     assert d.stats["test positives also in train"] == 848
     assert d.stats["test negatives that are true pairs"] == 574
+
+
+def test_epoch_positives_are_one_shared_draw_for_both_trainers(tiny_parents):
+    from orderlib.train_word2gauss import Word2GaussConfig, epoch_pairs
+
+    d = H.make_splits(tiny_parents, "paper", n_test=4, n_dev=2, seed=0)
+    half = d.epoch_positives(np.random.default_rng(3), 0.5)
+    assert len(half) == round(0.5 * len(d.train)) and as_set(half) <= as_set(d.train)
+    full = d.epoch_positives(np.random.default_rng(3))
+    assert sorted(map(tuple, full.tolist())) == sorted(map(tuple, d.train.tolist()))  # a permutation
+    assert (full[: len(half)] == half).all()  # the fraction cuts the same shuffle
+    assert len(d.epoch_positives(np.random.default_rng(3), 0.0)) == 1
+    # word2gauss's epoch is the positives then the negatives drawn from one generator seeded (seed, epoch)
+    cfg = Word2GaussConfig(seed=5, train_fraction=0.5)
+    pos, neg = epoch_pairs(d, cfg, 2)
+    rng = np.random.default_rng([5, 2])
+    assert (pos == d.epoch_positives(rng, 0.5)).all() and (neg == d.train_negatives(rng, pos)).all()

@@ -115,6 +115,12 @@ class HypernymyData:
     stats: dict = field(default_factory=dict)
     split: str = "ours"  # "ours" (make_splits) or "authors" (authors_split: Vendrov et al.'s own pairs)
 
+    def epoch_positives(self, rng: np.random.Generator, fraction: float = 1.0) -> np.ndarray:
+        """Shuffle the training positives and keep the first `fraction` of them (at least one), (P, 2):
+        one epoch's positives, the same draws for every trainer."""
+        pos = self.train[rng.permutation(len(self.train))]
+        return pos[: max(1, int(round(fraction * len(pos))))]
+
     def train_negatives(self, rng: np.random.Generator, pos: np.ndarray | None = None) -> np.ndarray:
         """Draw one corrupted pair per positive (verified non-edges under the clean protocol)."""
         pos = self.train if pos is None else pos
