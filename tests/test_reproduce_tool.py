@@ -47,3 +47,29 @@ def test_bench_table_shares_sum_to_100_and_compares_with_the_previous_run():
     both = R.bench_table(runs, {"a": 60.0, "b": 45.0})
     assert both[(both.method == "total") & (both.metric == "previous / this wall time")].ours.item() == 105 / 120
     assert isinstance(df, pd.DataFrame) and {"method", "metric", "paper", "ours"} <= set(df.columns)
+
+
+def test_a_partial_run_keeps_the_other_notebooks_rows_with_the_commit_that_timed_them(tmp_path):
+    from orderlib.reports import write_table
+
+    first = [{"notebook": "00_a", "seconds": 30.0, "models": 2, "trained": 2, "train_seconds": 60.0, "recorded": True,
+              "commit": "1111111aaaa", "device": "cpu:x"},
+             {"notebook": "01_b", "seconds": 90.0, "models": 0, "trained": 0, "train_seconds": 0.0, "recorded": False,
+              "commit": "1111111aaaa", "device": "cpu:x"}]
+    meta = {"preset": "full", "seed": 0, "device": "cpu:x", "data_source": "-", "data_fingerprint": "-",
+            "wall_time_s": 120.0, "git_commit": "1111111aaaa",
+            "notebooks": {r["notebook"]: {"reports": ["r_" + r["notebook"]], "seconds": r["seconds"],
+                                          "commit": r["commit"]} for r in first}}
+    write_table(R.TABLE_ID, R.bench_table(first, {}), meta, tmp_path)
+    carried = R.carried_runs(tmp_path, {"01_b"})  # this run re-times 01_b only
+    assert [c["notebook"] for c in carried] == ["00_a"]
+    a = carried[0]
+    assert (a["seconds"], a["models"], a["trained"], a["train_seconds"], a["recorded"]) == (30.0, 2, 2, 60.0, True)
+    assert a["commit"] == "1111111aaaa" and a["reports"] == ["r_00_a"]
+    assert R.carried_runs(tmp_path, {"00_a", "01_b"}) == [] and R.carried_runs(tmp_path / "none", set()) == []
+    now = {"notebook": "01_b", "seconds": 45.0, "models": 0, "trained": 0, "train_seconds": 0.0, "recorded": False,
+           "commit": "2222222bbbb"}
+    df = R.bench_table(carried + [now], {"01_b": 90.0})
+    wall = df[df.metric == "wall time (min)"].set_index("method")
+    assert wall.ours["total"] == 1.25 and dict(wall["timed at"]) == {"00_a": "1111111", "01_b": "2222222", "total": ""}
+    assert set(df[df.metric == "previous / this wall time"].method) == {"01_b"}

@@ -3,6 +3,8 @@ each, publish a full run's executed copies under reports/notebooks/, and write `
 per notebook its wall time, its share of the run, the training time of its reports' models and how
 many of them this run trained rather than loaded from checkpoints, beside the previous
 bench_reproduce's wall time (its commit in the notes) where that run timed the same notebook.
+A run of some notebooks keeps the previous table's rows for the others (a full pipeline takes
+longer than one sitting): each row names the commit of the run that timed it.
 
     .venv/bin/python -m orderlib.tools.reproduce [--preset full] notebooks/00_oe_fig2_toy2d.ipynb ...
 """
@@ -63,6 +65,32 @@ def previous_times(tables: Path) -> tuple[dict[str, float], str]:
         json.loads(meta.read_text()).get("git_commit", "")
 
 
+METRIC_KEYS = {"models in its reports": "models", "models trained in this run": "trained",
+               "training time of its reports' models (min)": "train_seconds"}
+
+
+def carried_runs(tables: Path, timed: set[str]) -> list[dict]:
+    """The notebooks the last bench_reproduce under `tables` timed and this run does not, as run
+    records (seconds, model counts, the commit that timed them), to keep beside this run's rows."""
+    csv, meta = tables / f"{TABLE_ID}.csv", tables / f"{TABLE_ID}.meta.json"
+    if not (csv.exists() and meta.exists()):
+        return []
+    df, m = pd.read_csv(csv), json.loads(meta.read_text())
+    out = []
+    for name, g in df[df.method != "total"].groupby("method", sort=False):
+        if name in timed:
+            continue
+        v = dict(zip(g.metric, g.ours))
+        info = m.get("notebooks", {}).get(name, {})
+        r = {"notebook": name, "seconds": 60 * float(v["wall time (min)"]), "reports": info.get("reports", []),
+             "commit": info.get("commit") or m.get("git_commit", ""), "device": info.get("device") or m.get("device"),
+             "recorded": "models in its reports" in v}
+        for metric, key in METRIC_KEYS.items():
+            r[key] = float(v.get(metric, 0.0)) * (60 if key == "train_seconds" else 1)
+        out.append(r)
+    return out
+
+
 def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
     """Long format: per notebook (and the total) wall time, share, model counts, training time and,
     where the previous run timed it, that time and the ratio previous / now."""
@@ -72,7 +100,8 @@ def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
                       "trained": sum(x["trained"] for x in runs),
                       "train_seconds": sum(x["train_seconds"] for x in runs), "recorded": True}]:
         def add(metric, value):
-            rows.append({"method": r["notebook"], "metric": metric, "paper": None, "ours": value})
+            rows.append({"method": r["notebook"], "metric": metric, "paper": None, "ours": value,
+                         "timed at": r.get("commit", "")[:7]})
         add("wall time (min)", r["seconds"] / 60)
         add("share of the run's wall time (%)", 100 * r["seconds"] / total if total else None)
         if r["recorded"]:
@@ -106,12 +135,19 @@ def main(argv: list[str] | None = None) -> int:
             from orderlib.tools.publish_notebook import publish
 
             print(f"published {publish(out_dir / nb.name)}", flush=True)
-    df = bench_table(runs, before)
+    for r in runs:
+        r["commit"], r["device"] = commit, device_description("cpu")
+    timed = {r["notebook"] for r in runs}
+    carried = carried_runs(tables, timed)
+    runs = sorted(carried + runs, key=lambda r: r["notebook"])
+    # Compare only what this run timed: a carried row's previous time is its own.
+    df = bench_table(runs, {k: v for k, v in before.items() if k in timed})
     fp = hashlib.sha256(b"".join(Path(nb).read_bytes() for nb in args.notebooks)).hexdigest()
     meta = {"preset": args.preset, "seed": "each notebook's own", "device": device_description("cpu"),
             "git_commit": commit, "data_source": "each notebook's own (see its reports' .meta.json)",
-            "data_fingerprint": fp, "wall_time_s": sum(r["seconds"] for r in runs),
-            "notebooks": {r["notebook"]: {"reports": r["reports"], "seconds": round(r["seconds"], 1)} for r in runs},
+            "data_fingerprint": fp, "wall_time_s": sum(r["seconds"] for r in runs if r["notebook"] in timed),
+            "notebooks": {r["notebook"]: {"reports": r["reports"], "seconds": round(r["seconds"], 1),
+                                          "commit": r["commit"], "device": r["device"]} for r in runs},
             "previous_run_commit": before_commit or None}
     notes = ("Wall time of each notebook executed by papermill in this run, one after another on the machine "
              "in the provenance. 'models trained in this run' counts the models of the notebook's reports that "
@@ -119,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
              "only. ")
     notes += (f"'previous run' is the bench_reproduce this run replaced (commit {before_commit[:7]})."
               if before_commit else "No previous bench_reproduce to compare with.")
+    if carried:
+        notes += (f" Rows of {', '.join(r['notebook'] for r in carried)} were timed by an earlier run and kept "
+                  "(column 'timed at'); the total adds runs made at different commits.")
     write_table(TABLE_ID, df, meta, tables, title="make reproduce: wall time per notebook", notes=notes)
     print(df.to_string(index=False))
     return 0
