@@ -90,7 +90,7 @@ def hypernymy_epoch_seconds() -> float:
     from orderlib.data.hypernymy import make_splits
     from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
     from orderlib.experiments.oe_wordnet import PRESETS, model_config
-    from orderlib.train_hypernymy import train_concept_model
+    from orderlib.training.hypernymy import train_concept_model
 
     cfg = PRESETS["full"]
     ensure_wordnet(cfg["wordnet"])

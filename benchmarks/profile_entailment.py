@@ -20,7 +20,7 @@ import torch
 from orderlib.encoders import sentence
 from orderlib.encoders.entailment import entailment_loss
 from orderlib.experiments import oe_snli
-from orderlib.train_entailment import _build, evaluate, held_out, prepare
+from orderlib.training.entailment import _build, evaluate, held_out, prepare
 
 
 def phase_times(model, opt, data, cfg, device, batches: int) -> dict[str, float]:

@@ -23,8 +23,8 @@ from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
 from orderlib.experiments.oe_wordnet import PRESETS
 from orderlib.kernels import word2gauss_status
 from orderlib.reports import device_description, write_table
-from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
-from orderlib.train_word2gauss import Word2GaussConfig, train_word2gauss
+from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
+from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
 
 
 def main() -> None:

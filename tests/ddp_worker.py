@@ -16,10 +16,10 @@ import torch.distributed as dist
 from orderlib import distributed as ddp
 from orderlib.encoders.entailment import entailment_loss
 from orderlib.losses import in_batch_loss
-from orderlib.train_entailment import EntailmentConfig, _build, shard_loss, train_entailment_model
-from orderlib.train_entailment import evaluate as evaluate_entailment
-from orderlib.train_entailment import prepare as prepare_entailment
-from orderlib.train_retrieval import (Encoders, RetrievalConfig, build_model, evaluate, prepare, sharded_penalties,
+from orderlib.training.entailment import EntailmentConfig, _build, shard_loss, train_entailment_model
+from orderlib.training.entailment import evaluate as evaluate_entailment
+from orderlib.training.entailment import prepare as prepare_entailment
+from orderlib.training.retrieval import (Encoders, RetrievalConfig, build_model, evaluate, prepare, sharded_penalties,
                                       train_retrieval_model)
 from test_train_entailment import _toy as toy_pairs
 from test_train_retrieval import _toy_split

@@ -6,7 +6,7 @@ import torch
 from orderlib.encoders.cnn import ItemCNN
 from orderlib.encoders.composition import COMPOSERS, build_composer
 from orderlib.eval.compositional import accuracy_at_bias, context_dependence, generalised_sweep, topk_accuracy
-from orderlib.train_composition import CompositionConfig, _batches, predict_scores, train_recogniser
+from orderlib.training.composition import CompositionConfig, _batches, predict_scores, train_recogniser
 
 N_A, N_O, D = 6, 5, 8
 

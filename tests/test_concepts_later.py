@@ -10,7 +10,7 @@ from orderlib import losses, penalties as P
 from orderlib.data.hypernymy import make_splits
 from orderlib.encoders.concepts import CONCEPT_MODELS, build_concept_model
 from orderlib.encoders.hyperbolic import init_from_poincare
-from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
+from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 
 from test_train_hypernymy import chain_forest
 

@@ -4,7 +4,7 @@ import torch
 
 from orderlib import penalties as P
 from orderlib.data.hypernymy import make_splits
-from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
+from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 

@@ -13,9 +13,9 @@ import torch
 
 import ddp_worker as worker
 from orderlib import distributed as ddp
-from orderlib.train_entailment import evaluate as evaluate_entailment
-from orderlib.train_entailment import train_entailment_model
-from orderlib.train_retrieval import evaluate, train_retrieval_model
+from orderlib.training.entailment import evaluate as evaluate_entailment
+from orderlib.training.entailment import train_entailment_model
+from orderlib.training.retrieval import evaluate, train_retrieval_model
 from orderlib.training import fit
 
 # Tolerances, two processes against one (float32 on CPU; they differ by float rounding only: the

@@ -176,7 +176,7 @@ def test_sem_learns_facts_and_resumes(tmp_path, train):
     each training image is nearer its own fact than chance would put it."""
     from orderlib.encoders.cnn import ItemCNN
     from orderlib.eval.facts import fact_topk
-    from orderlib.train_sherlock import SEMConfig, distances, train_sem
+    from orderlib.training.sherlock import SEMConfig, distances, train_sem
 
     facts = [Fact("sandal"), Fact("bag"), Fact("sandal", "red"), Fact("bag", "red"), Fact("sandal", "left of", "bag"),
              Fact("bag", "above", "sandal")]

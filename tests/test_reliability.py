@@ -83,7 +83,7 @@ def test_table1_library_path_twice_gives_the_same_table(tmp_path):
 
 def test_devise_training_twice_gives_the_same_model(toy_items):
     from orderlib.encoders.cnn import CNNConfig, train_item_cnn
-    from orderlib.train_devise import DeViSEConfig, train_devise
+    from orderlib.training.devise import DeViSEConfig, train_devise
 
     x, y = toy_items(200)
     hx, hy = toy_items(60, seed=1)
@@ -101,7 +101,7 @@ def test_devise_training_twice_gives_the_same_model(toy_items):
 # ---------------------------------------------------------------- changed inputs retrain
 
 def test_changed_data_retrains_and_unchanged_data_resumes(tmp_path):
-    from orderlib.train_retrieval import RetrievalConfig, prepare, train_retrieval_model
+    from orderlib.training.retrieval import RetrievalConfig, prepare, train_retrieval_model
 
     data = prepare({"train": _toy_split(100, 0), "dev": _toy_split(50, 1), "test": _toy_split(50, 2)})
     cfg = RetrievalConfig(word_dim=4, dim=4, batch=50, epochs=1)
@@ -118,7 +118,7 @@ def test_changed_data_retrains_and_unchanged_data_resumes(tmp_path):
 def test_smaller_vocabulary_retrains_instead_of_crashing(tmp_path):
     """Table 3 on a different, smaller SNLI file crashed with `size mismatch for
     encoder.words.weight`: now the data key differs and the model trains anew."""
-    from orderlib.train_entailment import EntailmentConfig, prepare, train_entailment_model
+    from orderlib.training.entailment import EntailmentConfig, prepare, train_entailment_model
 
     big = prepare(toy_pairs(200, 0), toy_pairs(60, 1), toy_pairs(60, 2))
     small = prepare(toy_pairs(200, 0).subset(np.arange(2)), toy_pairs(60, 1), toy_pairs(60, 2))
@@ -132,10 +132,10 @@ def test_smaller_vocabulary_retrains_instead_of_crashing(tmp_path):
 
 
 def test_checkpoint_keys_follow_the_code_and_the_data():
-    import orderlib.train_retrieval as T
+    import orderlib.training.retrieval as T
 
-    assert code_version(T) == code_version("orderlib.train_retrieval") and len(code_version(T)) == 12
-    assert code_version(T) != code_version("orderlib.train_entailment")
+    assert code_version(T) == code_version("orderlib.training.retrieval") and len(code_version(T)) == 12
+    assert code_version(T) != code_version("orderlib.training.entailment")
     a = np.arange(6, dtype=np.float32)
     assert fingerprint(a) == fingerprint(torch.arange(6, dtype=torch.float32))
     assert fingerprint(a) != fingerprint(a.reshape(2, 3)) != fingerprint(a.astype(np.float64))

@@ -4,7 +4,7 @@ import torch
 
 from orderlib.data.entailment import PairSet
 from orderlib.encoders.entailment import ENTAILMENT_MODELS, BagOfWords, build_entailment_model, entailment_loss
-from orderlib.train_entailment import EntailmentConfig, evaluate, prepare, train_entailment_model
+from orderlib.training.entailment import EntailmentConfig, evaluate, prepare, train_entailment_model
 
 WORDS = ["dog", "cat", "bird", "runs", "sleeps", "sings", "big", "small", "red", "blue"]
 
@@ -70,7 +70,7 @@ def test_threshold_never_sees_test_labels(toy_data):
 
 
 def test_resume_equals_uninterrupted_run(toy_data, interrupt_then_resume):
-    import orderlib.train_entailment as T
+    import orderlib.training.entailment as T
 
     cfg = EntailmentConfig(model="order-embeddings (symmetric)", word_dim=8, dim=8, epochs=4, batch=50, patience=4)
     full = train_entailment_model(toy_data, cfg, progress=False)

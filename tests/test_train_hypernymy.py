@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from orderlib.data.hypernymy import make_splits
-from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
+from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 
 
 def chain_forest(depth=6, width=12):
@@ -66,7 +66,7 @@ def test_resume_reproduces_uninterrupted_run(data, tmp_path):
 
 
 def test_extra_negative_kinds(data):
-    from orderlib.train_hypernymy import _Siblings, extra_negatives
+    from orderlib.training.hypernymy import _Siblings, extra_negatives
 
     rng = np.random.default_rng(0)
     pos = data.train[:40]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from orderlib.train_retrieval import RetrievalConfig, evaluate, prepare, train_retrieval_model
+from orderlib.training.retrieval import RetrievalConfig, evaluate, prepare, train_retrieval_model
 
 COLOURS, SHAPES = ["red", "green", "blue", "black"], ["ball", "box", "cup", "hat", "pen"]
 
@@ -44,7 +44,7 @@ def test_models_learn_toy_retrieval(toy, penalty, loss):
 
 
 def test_resume_equals_uninterrupted_run(toy, interrupt_then_resume):
-    import orderlib.train_retrieval as T
+    import orderlib.training.retrieval as T
 
     cfg = RetrievalConfig(word_dim=8, dim=8, batch=64, epochs=3, patience=3)
     full = train_retrieval_model(toy, cfg, progress=False)

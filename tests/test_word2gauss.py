@@ -8,7 +8,7 @@ import torch
 
 from orderlib.data.hypernymy import make_splits
 from orderlib.kernels import word2gauss_kernel
-from orderlib.train_word2gauss import Word2GaussConfig, train_word2gauss
+from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
 
 from test_train_hypernymy import chain_forest
 

@@ -121,7 +121,7 @@ def train_item_cnn(images: np.ndarray, labels: np.ndarray, held_images: np.ndarr
         return {"held_out_accuracy": 100.0 * float((predict(model, hx) == hy.numpy()).mean())}
 
     cfg_dict = {**asdict(cfg), "classes": list(classes), "n_train": int(len(y)),
-                "code": code_version("orderlib.encoders.cnn", "orderlib.training"), "data": fingerprint(x, y, hx, hy)}
+                "code": code_version("orderlib.encoders.cnn", "orderlib.training.loop"), "data": fingerprint(x, y, hx, hy)}
     fitted = fit(model, opt, cfg_dict, one_epoch, evaluate, "held_out_accuracy", cfg.epochs, cfg.epochs,
                  checkpoint, progress, "item CNN")
     model.eval().requires_grad_(False)

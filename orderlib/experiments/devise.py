@@ -27,8 +27,8 @@ from orderlib.encoders.cnn import CNNConfig, ItemCNN, to_input, train_item_cnn
 from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, lemma_vectors, load_word_vectors,
                                         train_skipgram, wordnet_corpus)
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours, ring_set
-from orderlib.train_devise import DeViSEConfig, embed_images, rank_labels, train_devise
-from orderlib.train_hypernymy import TRAINER_CODE as HYPERNYMY_CODE, HypernymyConfig, train_concept_model
+from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
+from orderlib.training.hypernymy import TRAINER_CODE as HYPERNYMY_CODE, HypernymyConfig, train_concept_model
 from orderlib.params import device, existing, one_of
 from orderlib.reports import git_commit, model_record
 

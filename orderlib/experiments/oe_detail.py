@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from orderlib.eval.retrieval import TIES, TargetRanks, ranks_of_targets, tie_columns
-from orderlib.train_retrieval import CAPTIONS_PER_IMAGE, CaptionedImages, embed
+from orderlib.training.retrieval import CAPTIONS_PER_IMAGE, CaptionedImages, embed
 
 PAPER_SEC46 = {
     ("order-embeddings", "image retrieval mean rank, 100 most length-different pairs"): 6.4,

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from orderlib.data.scenes import Lexicon, Scenes, caption_tokenize, noun_phrase, MASS_NOUNS
 from orderlib.eval.retrieval import TIES, tie_columns, topk_hits
-from orderlib.train_retrieval import embed
+from orderlib.training.retrieval import embed
 
 CLASS_WORDS = {"jersey.n.03": "t-shirt", "gym_shoe.n.01": "sneaker"}  # else the first lemma
 

@@ -29,7 +29,7 @@ from orderlib.params import ParameterError, device, existing, one_of, positive_i
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
 from orderlib.reports import model_record
-from orderlib.train_retrieval import (CaptionedImages, RetrievalConfig, RetrievalData, embed, prepare,
+from orderlib.training.retrieval import (CaptionedImages, RetrievalConfig, RetrievalData, embed, prepare,
                                       train_retrieval_model)
 
 # Table 2 of Vendrov et al. (COCO, VGG-19 features): (method, metric) -> value. No R@5 is printed.

@@ -17,7 +17,7 @@ import pandas as pd
 
 from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_pairs, load_split, tokenize
 from orderlib.eval.threshold import roc_points
-from orderlib.train_entailment import EntailmentConfig, energies, prepare, train_entailment_model
+from orderlib.training.entailment import EntailmentConfig, energies, prepare, train_entailment_model
 from orderlib.params import device, existing, one_of
 from orderlib.reports import model_record
 

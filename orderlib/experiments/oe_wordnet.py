@@ -31,8 +31,8 @@ from orderlib.data.hypernymy import HypernymyData, authors_split, make_splits, t
 from orderlib.data.wordnet import NounGraph
 from orderlib.encoders.hyperbolic import init_from_poincare
 from orderlib.params import boolean, device, one_of, subset_of
-from orderlib.train_hypernymy import HypernymyConfig, train_concept_model
-from orderlib.train_word2gauss import Word2GaussConfig, train_word2gauss
+from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
+from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
 
 PAPER_TABLE1 = {  # Table 1 of Vendrov et al. (2016), test accuracy (%) on 4000 withheld edges
     "transitive closure": 88.2,
@@ -100,7 +100,7 @@ ROW_NOTES = {
 # 500 corrupted pairs per batch, 30-50 epochs with early stopping on dev: we take 30). The paper
 # gives no settings for its baselines beyond word2gauss's 200 epochs and margin 7; ours are stated
 # here and in the notebook. Table models use Adam with dense Adam's trajectory computed lazily
-# ("lazy_adam", see orderlib/optim.py); word2gauss uses its own loop (orderlib/train_word2gauss.py).
+# ("lazy_adam", see orderlib/optim.py); word2gauss uses its own loop (orderlib/training/word2gauss.py).
 _FULL_MODELS = {
     "word2gauss": dict(epochs=200, patience=200),  # the paper's 200 epochs, no early stop
     "order-embeddings (symmetric)": dict(epochs=10, patience=3, lr=0.01, margin=1.0),
@@ -114,7 +114,7 @@ _FULL_MODELS = {
                                 model_kwargs={"alpha": 1.0}),
     "hyperbolic entailment cones": dict(epochs=15, patience=3, lr=0.01, margin=0.01),  # from Poincaré x 0.7
 }
-# Extra negative kinds per true pair for density order embeddings (train_hypernymy.NEGATIVE_KINDS;
+# Extra negative kinds per true pair for density order embeddings (training.hypernymy.NEGATIVE_KINDS;
 # Athiwaratkun & Wilson's S2 = swap, S4 = sibling), chosen on dev: their WordNet command used the
 # random corruption alone, their paper reports the kinds combined.
 DOE_NEGATIVES = [(), ("swap",), ("swap", "sibling")]

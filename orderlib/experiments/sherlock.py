@@ -287,7 +287,7 @@ def train_sem_rows(cfg: dict, data: FactData, cnn, workdir, device="cpu", progre
     """Train every SEM row (epochs chosen on the dev images' fact -> image mAP); return method ->
     {"dist": (test images, facts), "fit": FitResult}."""
     from orderlib.checkpoint import fingerprint
-    from orderlib.train_sherlock import SEMConfig, distances, train_sem
+    from orderlib.training.sherlock import SEMConfig, distances, train_sem
 
     task, out = data.task, {}
     implied = implies(task.facts)
@@ -355,7 +355,7 @@ def caption_retrained_rows(cfg: dict, data: FactData, workdir, device="cpu", pro
 
     from orderlib.data.scenes import caption_tokenize
     from orderlib.experiments import oe_retrieval as oe
-    from orderlib.train_retrieval import CAPTIONS_PER_IMAGE, prepare, train_retrieval_model
+    from orderlib.training.retrieval import CAPTIONS_PER_IMAGE, prepare, train_retrieval_model
 
     task = data.task
     phrases = [caption_tokenize(f.phrase()) for f in task.facts]

@@ -34,7 +34,7 @@ from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep, top
 from orderlib.eval.compositional import context_dependence  # noqa: F401 (the notebook calls exp.context_dependence)
 from orderlib.params import device, existing, one_of
 from orderlib.reports import model_record
-from orderlib.train_composition import CRF, CompositionConfig, predict_scores, train_recogniser
+from orderlib.training.composition import CRF, CompositionConfig, predict_scores, train_recogniser
 
 # Utama's Table 1 (MIT-States, 700 unseen pairs): top-1, top-2, top-3, average accuracy (%).
 PAPER_TABLE1 = {

@@ -5,7 +5,7 @@ loss with margin 7 from a grid search). That code updates one (positive, corrupt
 with per-coordinate Adagrad, eta / (sqrt(sum g^2) + 1), gradients clipped at 10, means kept in a ball
 and variances in a box after each update. `orderlib/csrc/word2gauss.cpp` is that loop, compiled
 (about 1 s per epoch on one core), so the paper's 200 epochs fit in minutes. Positives are shuffled
-and negatives redrawn each epoch from an RNG seeded by (seed, epoch), as in `train_hypernymy`, so a
+and negatives redrawn each epoch from an RNG seeded by (seed, epoch), as in `training.hypernymy`, so a
 resumed run is the run it continues; the epoch and threshold are chosen on dev.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from orderlib.checkpoint import code_version, fingerprint
 from orderlib.data.hypernymy import HypernymyData
 from orderlib.encoders.concepts import ConceptModel
 from orderlib.kernels import W2G_SOURCE, word2gauss_kernel, word2gauss_status
-from orderlib.train_hypernymy import TrainResult, evaluate
+from orderlib.training.hypernymy import TrainResult, evaluate
 from orderlib.training import fit
 
 
@@ -108,7 +108,7 @@ def train_word2gauss(data: HypernymyData, cfg: Word2GaussConfig, checkpoint: Pat
                                       torch.from_numpy(np.ascontiguousarray(neg)), cfg.eta, cfg.eta,
                                       cfg.margin, cfg.mu_max, cfg.var_min, cfg.var_max, cfg.max_grad)
 
-    key = {**asdict(cfg), "code": code_version("orderlib.train_word2gauss", "orderlib.penalties",
+    key = {**asdict(cfg), "code": code_version("orderlib.training.word2gauss", "orderlib.penalties",
                                                "orderlib.data.hypernymy", "orderlib.eval.threshold"),
            "kernel": fingerprint(W2G_SOURCE.read_text()),
            "data": fingerprint(data.protocol, data.n_nodes, data.train, data.dev, data.dev_labels, data.test,

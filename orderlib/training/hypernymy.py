@@ -23,7 +23,7 @@ from orderlib.optim import RowAdam
 from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import fit
 
-TRAINER_CODE = ("orderlib.train_hypernymy", "orderlib.training", "orderlib.encoders.concepts", "orderlib.optim",
+TRAINER_CODE = ("orderlib.training.hypernymy", "orderlib.training.loop", "orderlib.encoders.concepts", "orderlib.optim",
                 "orderlib.losses", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold",
                 "orderlib.encoders.boxes", "orderlib.encoders.hyperbolic")
 

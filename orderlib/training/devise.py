@@ -103,7 +103,7 @@ def train_devise(cnn: ItemCNN, images: np.ndarray, labels: np.ndarray, held_imag
     # a checkpoint belongs to these label vectors, this CNN, these images and this code
     base = {**asdict(cfg), "labels": int(t.shape[0]), "n": int(len(y)),
             "data": fingerprint(t, cnn.state_dict(), images, labels, held_images, held_labels),
-            "code": code_version("orderlib.train_devise", "orderlib.training", "orderlib.encoders.devise",
+            "code": code_version("orderlib.training.devise", "orderlib.training.loop", "orderlib.encoders.devise",
                                  "orderlib.encoders.cnn", "orderlib.losses")}
     opt = torch.optim.Adam(model.M.parameters(), lr=cfg.lr)
     r1 = fit(model, opt, {**base, "stage": 1}, stage1, held_out, "held_out_hit@1", cfg.epochs, cfg.epochs,

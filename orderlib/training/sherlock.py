@@ -15,7 +15,7 @@ from orderlib.encoders.sherlock import (SEM, StructuredOrder, order_energy, stru
                                        structured_order_loss)
 from orderlib.training import FitResult, fit
 
-TRAINER_CODE = ("orderlib.train_sherlock", "orderlib.encoders.sherlock", "orderlib.encoders.cnn", "orderlib.training")
+TRAINER_CODE = ("orderlib.training.sherlock", "orderlib.encoders.sherlock", "orderlib.encoders.cnn", "orderlib.training.loop")
 
 
 @dataclass

@@ -33,8 +33,8 @@ from orderlib.losses import contrastive
 from orderlib.penalties import order_violation_matrix
 from orderlib.training import FitResult, fit
 
-TRAINER_CODE = ("orderlib.train_composition", "orderlib.encoders.composition", "orderlib.encoders.cnn",
-                "orderlib.losses", "orderlib.penalties", "orderlib.training")
+TRAINER_CODE = ("orderlib.training.composition", "orderlib.encoders.composition", "orderlib.encoders.cnn",
+                "orderlib.losses", "orderlib.penalties", "orderlib.training.loop")
 
 
 @dataclass

@@ -18,7 +18,7 @@ from orderlib.eval.threshold import best_threshold, threshold_accuracy
 from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import fit
 
-TRAINER_CODE = ("orderlib.train_entailment", "orderlib.training", "orderlib.distributed",
+TRAINER_CODE = ("orderlib.training.entailment", "orderlib.training.loop", "orderlib.distributed",
                 "orderlib.encoders.entailment", "orderlib.encoders.sentence", "orderlib.eval.threshold")
 
 

@@ -20,7 +20,7 @@ from orderlib.training import fit
 
 CAPTIONS_PER_IMAGE = 5
 # The code that determines a trained model: its checkpoints are keyed by this code's version.
-TRAINER_CODE = ("orderlib.train_retrieval", "orderlib.training", "orderlib.distributed", "orderlib.encoders.joint",
+TRAINER_CODE = ("orderlib.training.retrieval", "orderlib.training.loop", "orderlib.distributed", "orderlib.encoders.joint",
                 "orderlib.encoders.sentence", "orderlib.encoders.image", "orderlib.losses", "orderlib.penalties")
 
 
