@@ -73,3 +73,32 @@ def test_a_partial_run_keeps_the_other_notebooks_rows_with_the_commit_that_timed
     wall = df[df.metric == "wall time (min)"].set_index("method")
     assert wall.ours["total"] == 1.25 and dict(wall["timed at"]) == {"00_a": "1111111", "01_b": "2222222", "total": ""}
     assert set(df[df.metric == "previous / this wall time"].method) == {"01_b"}
+
+
+def test_a_notebook_that_fails_after_writing_a_report_marks_it_and_keeps_the_finished_timings(tmp_path, monkeypatch):
+    from orderlib.tools import report_index
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    ok = _notebook(tmp_path / "00_ok.ipynb", tables, False)
+    bad = nbformat.read(str(_notebook(tmp_path / "01_bad.ipynb", tables, False)), as_version=4)
+    bad.cells[1].source = bad.cells[1].source.replace("'x_'", "'y_'")
+    bad.cells.append(nbformat.v4.new_code_cell("assert 1 > 2, 'sanity bound'"))  # fails after writing y_full
+    nbformat.write(bad, str(tmp_path / "01_bad.ipynb"))
+    monkeypatch.setattr(R, "run_paths", lambda name, preset: type("P", (), {"tables": tables})())
+    monkeypatch.setattr("orderlib.tools.publish_notebook.publish", lambda p: p)
+    assert R.main([str(ok), str(tmp_path / "01_bad.ipynb"), "--out", str(tmp_path / "out")]) == 1
+    failed = json.loads((tables / "y_full.meta.json").read_text())["failed_run"]
+    assert failed["notebook"] == "01_bad.ipynb" and "AssertionError: sanity bound" in failed["error"]
+    assert "failed_run" not in json.loads((tables / "x_full.meta.json").read_text())  # the notebook that finished
+    bench = pd.read_csv(tables / f"{R.TABLE_ID}.csv")
+    assert set(bench.method) == {"00_ok.ipynb", "total"}
+    # the index refuses a report of a failed run
+    rep = tmp_path / "root" / "reports"
+    (rep / "tables").mkdir(parents=True)
+    (rep / "figures").mkdir()
+    (rep / "tables" / "devise_zeroshot.meta.json").write_text(json.dumps({"git_commit": "c", "failed_run": failed}))
+    (rep / "figures" / "devise_zeroshot_examples.png").write_bytes(b"png")
+    import pytest
+    with pytest.raises(ValueError, match="devise_zeroshot: written by a run of 01_bad.ipynb that then failed"):
+        report_index.render(tmp_path / "root")

@@ -111,6 +111,10 @@ def render(root: Path | None = None) -> str:
         links = [f"[csv](tables/{rid}.csv)", f"[md](tables/{rid}.md)"] if has_table else []
         links += [f"[{f}](figures/{f}.png)" for f in figs] or ([f"[png](figures/{rid}.png)"] if rid in figures else [])
         meta = json.loads((rep / "tables" / f"{rid}.meta.json").read_text()) if has_table else {}
+        if "failed_run" in meta:  # orderlib.tools.reproduce.mark_failed
+            f = meta["failed_run"]
+            problems.append(f"reports/tables/{rid}: written by a run of {f['notebook']} that then failed "
+                            f"({f['error']}); fix and rerun it")
         commit = str(meta.get("git_commit", ""))[:7] + ("-dirty" if str(meta.get("git_commit", "")).endswith("-dirty") else "")
         executed = rep / "notebooks" / Path(source).name
         if executed.exists():  # the notebook as executed on the full preset, outputs included

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from orderlib.checkpoint import atomic_write_text
 from orderlib.paths import repo_root
 from orderlib.reports import device_description, git_commit, write_table
 from orderlib.runs import run_paths
@@ -41,17 +42,40 @@ def model_counts(metas: list[dict]) -> dict:
             "recorded": all("training" in m for m in metas) and bool(metas)}
 
 
-def run_notebook(nb: Path, preset: str, out_dir: Path, tables: Path, kernel: str | None = None) -> dict:
-    """Execute one notebook on `preset` into out_dir; return its timing and the reports it wrote."""
+def run_notebook(nb: Path, preset: str, out_dir: Path, tables: Path, kernel: str | None = None,
+                 start: float | None = None) -> dict:
+    """Execute one notebook on `preset` into out_dir; return its timing and the reports it wrote
+    (those under `tables` written since `start`, a time.time(); default: now)."""
     import papermill
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    start, t0 = time.time(), time.perf_counter()
+    start, t0 = start or time.time(), time.perf_counter()
     papermill.execute_notebook(str(nb), str(out_dir / nb.name), parameters={"PRESET": preset}, kernel_name=kernel,
                                progress_bar=True)
     seconds = time.perf_counter() - t0
     metas = [json.loads(p.read_text()) for p in tables_since(tables, start)]
     return {"notebook": nb.name, "seconds": seconds, "reports": [m["id"] for m in metas], **model_counts(metas)}
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line: the exception a notebook cell raised and the cell's execution count."""
+    if hasattr(exc, "ename"):  # papermill.PapermillExecutionError
+        evalue = str(exc.evalue).strip().splitlines()
+        return f"{exc.ename}{': ' + evalue[0] if evalue else ''} (cell [{exc.exec_count}])"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def mark_failed(tables: Path, since: float, notebook: str, error: str, commit: str) -> list[str]:
+    """Add `failed_run` to the .meta.json of every report under `tables` written since `since`:
+    the notebook that wrote it stopped later (e.g. at its final sanity asserts), so the table must
+    not be cited or committed (`report_index` refuses it). Return the report ids marked."""
+    marked = []
+    for p in tables_since(tables, since):
+        meta = json.loads(p.read_text())
+        meta["failed_run"] = {"notebook": notebook, "error": error, "commit": commit}
+        atomic_write_text(p, json.dumps(meta, indent=2, default=str) + "\n")
+        marked.append(meta.get("id", p.name[: -len(".meta.json")]))
+    return marked
 
 
 def previous_times(tables: Path) -> tuple[dict[str, float], str]:
@@ -116,25 +140,9 @@ def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("notebooks", nargs="+", type=Path)
-    ap.add_argument("--preset", default="full")
-    ap.add_argument("--out", type=Path, default=None, help="executed notebooks (default runs/executed/)")
-    ap.add_argument("--kernel", default=None)
-    args = ap.parse_args(argv)
-    root = repo_root()
-    out_dir = args.out or root / "runs" / "executed"
-    tables = run_paths(TABLE_ID, args.preset).tables
-    before, before_commit = previous_times(tables)
-    commit, runs = git_commit(), []
-    for nb in args.notebooks:
-        print(f"== {nb} (PRESET={args.preset})", flush=True)
-        runs.append(run_notebook(nb, args.preset, out_dir, tables, args.kernel))
-        if args.preset == "full":
-            from orderlib.tools.publish_notebook import publish
-
-            print(f"published {publish(out_dir / nb.name)}", flush=True)
+def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Path], commit: str,
+                before: dict[str, float], before_commit: str) -> pd.DataFrame:
+    """Write bench_reproduce from this run's timed notebooks and the previous table's other rows."""
     for r in runs:
         r["commit"], r["device"] = commit, device_description("cpu")
     timed = {r["notebook"] for r in runs}
@@ -142,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = sorted(carried + runs, key=lambda r: r["notebook"])
     # Compare only what this run timed: a carried row's previous time is its own.
     df = bench_table(runs, {k: v for k, v in before.items() if k in timed})
-    fp = hashlib.sha256(b"".join(Path(nb).read_bytes() for nb in args.notebooks)).hexdigest()
-    meta = {"preset": args.preset, "seed": "each notebook's own", "device": device_description("cpu"),
+    fp = hashlib.sha256(b"".join(Path(nb).read_bytes() for nb in notebooks)).hexdigest()
+    meta = {"preset": preset, "seed": "each notebook's own", "device": device_description("cpu"),
             "git_commit": commit, "data_source": "each notebook's own (see its reports' .meta.json)",
             "data_fingerprint": fp, "wall_time_s": sum(r["seconds"] for r in runs if r["notebook"] in timed),
             "notebooks": {r["notebook"]: {"reports": r["reports"], "seconds": round(r["seconds"], 1),
@@ -159,6 +167,42 @@ def main(argv: list[str] | None = None) -> int:
         notes += (f" Rows of {', '.join(r['notebook'] for r in carried)} were timed by an earlier run and kept "
                   "(column 'timed at'); the total adds runs made at different commits.")
     write_table(TABLE_ID, df, meta, tables, title="make reproduce: wall time per notebook", notes=notes)
+    return df
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("notebooks", nargs="+", type=Path)
+    ap.add_argument("--preset", default="full")
+    ap.add_argument("--out", type=Path, default=None, help="executed notebooks (default runs/executed/)")
+    ap.add_argument("--kernel", default=None)
+    args = ap.parse_args(argv)
+    root = repo_root()
+    out_dir = args.out or root / "runs" / "executed"
+    tables = run_paths(TABLE_ID, args.preset).tables
+    before, before_commit = previous_times(tables)
+    commit, runs = git_commit(), []
+    for nb in args.notebooks:
+        print(f"== {nb} (PRESET={args.preset})", flush=True)
+        start = time.time()
+        try:
+            runs.append(run_notebook(nb, args.preset, out_dir, tables, args.kernel, start=start))
+        except Exception as exc:  # noqa: BLE001 - reported below, then the run stops
+            error = describe_failure(exc)
+            marked = mark_failed(tables, start, nb.name, error, commit)
+            if runs:  # the notebooks that finished keep their timings
+                write_bench(runs, tables, args.preset, args.notebooks[: len(runs)], commit, before,
+                            before_commit)
+            print(f"FAILED: {nb} stopped: {error}\n  executed copy: {out_dir / nb.name}\n  reports it wrote, "
+                  f"marked failed_run in their .meta.json (do not cite or commit them): {', '.join(marked) or 'none'}"
+                  + (f"\n  bench_reproduce written for the {len(runs)} notebook(s) that finished" if runs else ""),
+                  flush=True)
+            return 1
+        if args.preset == "full":
+            from orderlib.tools.publish_notebook import publish
+
+            print(f"published {publish(out_dir / nb.name)}", flush=True)
+    df = write_bench(runs, tables, args.preset, args.notebooks, commit, before, before_commit)
     print(df.to_string(index=False))
     return 0
 
