@@ -320,7 +320,7 @@ def test_a_precomp_test_split_too_small_fails_before_training(tmp_path, monkeypa
 
 def test_papermill_sees_every_notebook_parameter():
     """`papermill --help-notebook` and parameter type checks read the `parameters` cell with their
-    own line parser, which drops a line it cannot parse (a colon in the comment did): each notebook's
+    own line parser, which drops a line it cannot parse (an "=" in a comment did): each notebook's
     parameters as papermill infers them must be the names the cell assigns."""
     import ast
     import json

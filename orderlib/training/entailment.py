@@ -3,7 +3,7 @@ batches of sentence pairs, gradient-norm clipping, early stopping on held-out ac
 threshold on the energy chosen on held-out data only (never on test)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,7 @@ from orderlib.encoders.entailment import build_entailment_model, entailment_loss
 from orderlib.encoders.sentence import Vocab
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
 from orderlib.checkpoint import code_version, fingerprint
-from orderlib.training import fit
+from orderlib.training import ThresholdResult, fit
 
 TRAINER_CODE = ("orderlib.training.entailment", "orderlib.training.loop", "orderlib.distributed",
                 "orderlib.encoders.entailment", "orderlib.encoders.sentence", "orderlib.eval.threshold")
@@ -98,19 +98,6 @@ def evaluate(model, data: EntailmentData, device) -> dict:
     return {**ev, "test_accuracy": 100 * test_acc}
 
 
-@dataclass
-class EntailmentResult:
-    model: torch.nn.Module
-    history: list[dict] = field(default_factory=list)
-    best_epoch: int = -1
-    tau: float = float("nan")
-    dev_accuracy: float = float("nan")
-    test_accuracy: float = float("nan")
-    seconds: float = 0.0
-    resumed: bool = False
-    trained_at: str | None = None  # git commit whose code trained it (None: unknown, an older checkpoint)
-
-
 def _build(cfg: EntailmentConfig, vocab_size: int, device):
     with torch.random.fork_rng(devices=[]):  # seeded init without touching the global RNG
         torch.manual_seed(cfg.seed)
@@ -156,7 +143,7 @@ def train_epoch(model, opt, data: EntailmentData, cfg: EntailmentConfig, epoch: 
 
 
 def train_entailment_model(data: EntailmentData, cfg: EntailmentConfig, device="cpu", checkpoint: Path | None = None,
-                           progress: bool = True, distributed: bool = False) -> EntailmentResult:
+                           progress: bool = True, distributed: bool = False) -> ThresholdResult:
     """Train `cfg.model` with early stopping on held-out accuracy; resume from `checkpoint`. With
     `distributed`, every rank of a torchrun process group calls this alike (its own `device`) and
     trains its shard of each global batch of `cfg.batch` (orderlib.distributed); the checkpoint has
@@ -173,6 +160,4 @@ def train_entailment_model(data: EntailmentData, cfg: EntailmentConfig, device="
                  lambda: held_out(model, data, device), "dev_accuracy", cfg.epochs, cfg.patience, checkpoint,
                  progress, cfg.model, distributed)
     ev = evaluate(model, data, device)
-    return EntailmentResult(model, fitted.history, fitted.best_epoch, ev["tau"], ev["dev_accuracy"],
-                            ev["test_accuracy"], fitted.seconds, fitted.resumed,
-                            fitted.trained_at)
+    return ThresholdResult.of(model, fitted, ev)

@@ -21,7 +21,7 @@ from orderlib.eval.threshold import best_threshold, threshold_accuracy
 from orderlib.losses import LOSSES
 from orderlib.optim import RowAdam
 from orderlib.checkpoint import code_version, fingerprint
-from orderlib.training import fit
+from orderlib.training import ThresholdResult, fit
 
 TRAINER_CODE = ("orderlib.training.hypernymy", "orderlib.training.loop", "orderlib.encoders.concepts", "orderlib.optim",
                 "orderlib.losses", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold",
@@ -58,18 +58,6 @@ class HypernymyConfig:
     negatives: tuple[str, ...] = ()  # extra negative kinds (NEGATIVE_KINDS), one per true pair each
     loss: str | None = None  # a name in orderlib.losses.LOSSES; None: the model's own
     model_kwargs: dict = field(default_factory=dict)  # constructor settings (gamma, beta, K, alpha, ...)
-
-
-@dataclass
-class TrainResult:
-    model: ConceptModel
-    history: list[dict] = field(default_factory=list)
-    best_epoch: int = -1
-    tau: float = float("nan")
-    dev_accuracy: float = float("nan")
-    test_accuracy: float = float("nan")
-    seconds: float = 0.0
-    resumed: bool = False
 
 
 class _Stepper:
@@ -214,7 +202,7 @@ def train_epoch(stepper: _Stepper, data: HypernymyData, cfg: HypernymyConfig, ep
 
 def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
                         checkpoint: Path | None = None, progress: bool = True,
-                        init: dict[str, torch.Tensor] | None = None) -> TrainResult:
+                        init: dict[str, torch.Tensor] | None = None) -> ThresholdResult:
     """Train `cfg.model` with early stopping on dev accuracy; resume from `checkpoint` if present.
 
     `init` maps parameter names (e.g. "emb.weight") to starting values, copied in after the
@@ -250,5 +238,4 @@ def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
                  cfg.epochs, cfg.patience, checkpoint, progress, cfg.model)
     model.eval()
     ev = evaluate(model, data, device)
-    return TrainResult(model, fitted.history, fitted.best_epoch, ev["tau"], ev["dev_accuracy"],
-                       ev["test_accuracy"], fitted.seconds, fitted.resumed)
+    return ThresholdResult.of(model, fitted, ev)

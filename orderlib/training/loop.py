@@ -50,6 +50,27 @@ class FitResult:
     trained_at: str | None = None  # git commit of the code that trained the first epoch (None: unknown)
 
 
+@dataclass
+class ThresholdResult:
+    """A model trained by `fit` and scored by a threshold chosen on dev: what the hypernymy,
+    word2gauss and entailment trainers return."""
+    model: torch.nn.Module
+    history: list[dict] = field(default_factory=list)
+    best_epoch: int = -1
+    tau: float = float("nan")
+    dev_accuracy: float = float("nan")
+    test_accuracy: float = float("nan")
+    seconds: float = 0.0
+    resumed: bool = False
+    trained_at: str | None = None  # git commit whose code trained it (None: unknown, an older checkpoint)
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, fitted: FitResult, ev: dict) -> "ThresholdResult":
+        """Combine `fit`'s record with a final evaluation {tau, dev_accuracy, test_accuracy}."""
+        return cls(model, fitted.history, fitted.best_epoch, ev["tau"], ev["dev_accuracy"], ev["test_accuracy"],
+                   fitted.seconds, fitted.resumed, fitted.trained_at)
+
+
 def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], float],
         evaluate: Callable[[], dict], score: str, epochs: int, patience: int,
         checkpoint: Path | None = None, progress: bool = True, desc: str = "", distributed: bool = False) -> FitResult:

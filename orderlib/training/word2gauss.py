@@ -22,8 +22,8 @@ from orderlib.checkpoint import code_version, fingerprint
 from orderlib.data.hypernymy import HypernymyData
 from orderlib.encoders.concepts import ConceptModel
 from orderlib.kernels import W2G_SOURCE, word2gauss_kernel, word2gauss_status
-from orderlib.training.hypernymy import TrainResult, evaluate
-from orderlib.training import fit
+from orderlib.training.hypernymy import evaluate
+from orderlib.training import ThresholdResult, fit
 
 
 @dataclass
@@ -89,7 +89,7 @@ def epoch_pairs(data: HypernymyData, cfg: Word2GaussConfig, epoch: int) -> tuple
 
 
 def train_word2gauss(data: HypernymyData, cfg: Word2GaussConfig, checkpoint: Path | None = None,
-                     progress: bool = True) -> TrainResult:
+                     progress: bool = True) -> ThresholdResult:
     """Train word2gauss on CPU for `cfg.epochs` epochs, keeping the epoch with the best dev accuracy;
     resume from `checkpoint` if present. Needs the compiled loop (a C++ compiler and ninja)."""
     kernel = word2gauss_kernel()
@@ -117,5 +117,4 @@ def train_word2gauss(data: HypernymyData, cfg: Word2GaussConfig, checkpoint: Pat
     fitted = fit(model, opt, key, one_epoch, lambda: evaluate(model, data, "cpu"), "dev_accuracy",
                  cfg.epochs, cfg.patience, checkpoint, progress, cfg.model)
     ev = evaluate(model, data, "cpu")
-    return TrainResult(model, fitted.history, fitted.best_epoch, ev["tau"], ev["dev_accuracy"],
-                       ev["test_accuracy"], fitted.seconds, fitted.resumed)
+    return ThresholdResult.of(model, fitted, ev)
