@@ -283,17 +283,20 @@ def _slug(method: str) -> str:
 
 
 def train_sem_rows(cfg: dict, data: FactData, cnn, workdir, device="cpu", progress: bool = True,
-                   rows=None, epochs: int | None = None) -> dict[str, dict]:
+                   rows=None, epochs: int | None = None, seed: int | None = None) -> dict[str, dict]:
     """Train every SEM row (epochs chosen on the dev images' fact -> image mAP); return method ->
-    {"dist": (test images, facts), "fit": FitResult}."""
+    {"dist": (test images, facts), "fit": FitResult}. `seed` (default cfg["seed"]) seeds the
+    models' initialisation and batch order only: the data are `data`'s whatever the seed."""
     from orderlib.checkpoint import fingerprint
     from orderlib.training.sherlock import SEMConfig, distances, train_sem
 
     task, out = data.task, {}
     implied = implies(task.facts)
     key = fingerprint(task.train.fingerprint(), task.language)
+    seed = cfg["seed"] if seed is None else seed
+    suffix = "" if seed == cfg["seed"] else f"_seed{seed}"
     for method in rows or SEM_ROWS:
-        fields = {**cfg["sem"], **SEM_ROWS[method], "seed": cfg["seed"]}
+        fields = {**cfg["sem"], **SEM_ROWS[method], "seed": seed}
         if fields.get("objective") == "order":
             fields.update(cfg["order"])
         if epochs is not None:
@@ -306,7 +309,7 @@ def train_sem_rows(cfg: dict, data: FactData, cnn, workdir, device="cpu", progre
 
         model, fitted = train_sem(scfg, cnn, data.images["train"], task.language[task.train.fact],
                                   task.orders[task.train.fact], dev_map, "dev mAP",
-                                  workdir / f"{_slug(method)}_{len(task.facts)}.pt", progress, device, key,
+                                  workdir / f"{_slug(method)}_{len(task.facts)}{suffix}.pt", progress, device, key,
                                   fact=task.train.fact, implied=implied)
         out[method] = {"dist": distances(model, data.images["test"], task.language, task.orders, scfg.average),
                        "fit": fitted, "model": model}

@@ -65,6 +65,8 @@ REPORTS = {
     "sherlock_table4_retrieval": ("Elhoseiny et al. (Sherlock)", "Table 4 (fact retrieval), Figures 4 and 7",
                                   "notebooks/09_sherlock_facts.ipynb", ["sherlock_fig4_fig7", "sherlock_examples"],
                                   "stand-in: Fashion-MNIST Facts for 6DS / large scale"),
+    "sherlock_seed_spread": ("Elhoseiny et al. (Sherlock)", "Table 4's SEM rows over seeds (measurement)",
+                             "benchmarks/sherlock_seed_spread.py", [], "stand-in: Fashion-MNIST Facts for 6DS"),
     "sherlock_table5_generalization": ("Elhoseiny et al. (Sherlock)", "Table 5 (few-example SPO facts)",
                                        "notebooks/09_sherlock_facts.ipynb", [],
                                        "stand-in: Fashion-MNIST Facts for 6DS"),
