@@ -1,5 +1,6 @@
 """Fashion-MNIST Facts (`fmnist-facts-v1`): structured facts <S>, <S,P>, <S,P,O> with real images,
-a stand-in for Sherlock's data sets (Elhoseiny et al., AAAI 2017), which are not reachable here.
+a stand-in for Sherlock's data sets (Elhoseiny et al., AAAI 2017), which are not public
+downloads.
 
 Words: the 10 objects of Fashion-MNIST Attributes (S and O), its 20 WordNet adjectives (P of
 second-order facts) and 6 relations (P of third-order facts). A fact's visual view is an image

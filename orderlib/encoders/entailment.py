@@ -42,7 +42,7 @@ class SymmetricEntailment(nn.Module):
 
 class FeatureClassifier(nn.Module):
     """Stand-in for the skip-thoughts row: an MLP on [u, v, |u - v|, u * v] of GRU states u, v,
-    trained end to end with cross-entropy (no pretrained sentence vectors are reachable here).
+    trained end to end with cross-entropy (no pretrained sentence vectors are used).
     The energy is -logit(entailment)."""
 
     loss_kind = "logistic"

@@ -1,8 +1,8 @@
 """Skip-gram word vectors with negative sampling (Mikolov et al., 2013) for the label embeddings of
 DeViSE (Section 3.1 of Frome et al.), and a reader for word2vec / GloVe text files.
 
-DeViSE trained skip-gram on Wikipedia, which is not reachable here. The real text that is here is
-WordNet 3.0 itself: `wordnet_corpus` makes one sentence per synset from its lemmas (multi-word
+DeViSE trained skip-gram on Wikipedia, which `make data` does not fetch. The real text it does fetch
+is WordNet 3.0 itself: `wordnet_corpus` makes one sentence per synset from its lemmas (multi-word
 lemmas as one token, "gym_shoe"), its gloss and its usage examples, so every noun lemma gets a
 vector from the words that define it. No hypernym links are given to the model: whatever
 hierarchy the vectors hold comes from the definitions' words ("a canvas shoe with ...").

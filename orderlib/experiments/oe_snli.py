@@ -1,7 +1,7 @@
 """Table 3 of Vendrov et al.: 2-class textual entailment on SNLI (and SICK), presets and runner.
 
 Protocols (`data` in a preset):
-- "embedded": what this workplace has. SNLI: train on SNLI dev minus a seeded held-out part,
+- "embedded": the TSV copies of SNLI dev/test and SICK, without SNLI train. SNLI: train on SNLI dev minus a seeded held-out part,
   choose the threshold and stop early on that held-out part, report on the full SNLI test.
   SICK: train on SICK train, hold out SICK dev, report on SICK test.
 - "official": the paper's protocol with the official `snli_1.0` jsonl release: train on train,
@@ -28,7 +28,7 @@ PAPER_TABLE3 = {  # SNLI test, 2-class accuracy (%), Table 3
     "order-embeddings": 88.6,
 }
 # Our "GRU features + MLP" row is in the spirit of skip-thoughts (features of two sentence vectors
-# fed to a classifier) but is not a reproduction of it: skip-thought vectors are not reachable.
+# fed to a classifier) but is not a reproduction of it: no skip-thought vectors are used.
 MODELS = ["order-embeddings", "order-embeddings (symmetric)", "GRU features + MLP",
           "bag-of-words logistic regression"]
 
@@ -58,8 +58,8 @@ def splits(dataset: str, cfg: dict, directory=None) -> tuple[PairSet, PairSet, P
         dev, test = load_pairs("snli", "dev", directory), load_pairs("snli", "test", directory)
         tr, ho = holdout_split(len(dev), cfg["holdout"], cfg["seed"])
         train, dev = dev.subset(tr), dev.subset(ho)
-        how = (f"SNLI dev minus a {cfg['holdout']:.0%} held-out part as training data (the 550k train split "
-               "is not reachable here), threshold/early stopping on the held-out part, report on SNLI test")
+        how = (f"SNLI dev minus a {cfg['holdout']:.0%} held-out part as training data (without the 550k-pair "
+               "train split), threshold/early stopping on the held-out part, report on SNLI test")
     elif dataset == "sick":
         train, dev, test = (load_pairs("sick", s, directory) for s in ("train", "dev", "test"))
         how = "SICK: train on train, threshold/early stopping on dev, report on test"
