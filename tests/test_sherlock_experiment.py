@@ -8,16 +8,22 @@ from orderlib.experiments import sherlock as exp
 from test_facts import fake
 
 
-@pytest.fixture(scope="module")
-def task():
+def fake_task(cfg: dict, word_dim: int):
+    """exp.fact_task on synthetic Fashion-MNIST items and random word vectors."""
     sources = {"train": fake("train", 60000), "test": fake("test", 10000)}
     mp = pytest.MonkeyPatch()
     mp.setattr(exp, "load_fashion_mnist", lambda split: sources[split])
     rng = np.random.default_rng(0)
-    words = {w: rng.standard_normal(6).astype(np.float32) for w in exp.vocabulary()}
-    t = exp.fact_task(dict(seed=0, train_images=3000, test_per_fact=2), words)
-    mp.undo()
-    return t
+    words = {w: rng.standard_normal(word_dim).astype(np.float32) for w in exp.vocabulary()}
+    try:
+        return exp.fact_task(cfg, words)
+    finally:
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def task():
+    return fake_task(dict(seed=0, train_images=3000, test_per_fact=2), word_dim=6)
 
 
 def test_task_shapes_and_language_views(task):
@@ -128,15 +134,9 @@ def test_sem_rows_seed_seeds_the_model_not_the_data(tmp_path):
     into its own checkpoint; the default seed is the preset's (same model, same file name)."""
     from orderlib.encoders.cnn import ItemCNN
 
-    sources = {"train": fake("train", 60000), "test": fake("test", 10000)}
-    mp = pytest.MonkeyPatch()
-    mp.setattr(exp, "load_fashion_mnist", lambda split: sources[split])
-    rng = np.random.default_rng(0)
-    words = {w: rng.standard_normal(4).astype(np.float32) for w in exp.vocabulary()}
     cfg = dict(seed=0, train_images=200, test_per_fact=1, dev_per_fact=1, sem=dict(epochs=1, hidden=8, batch=32),
                order=dict(margin=0.05))
-    t = exp.fact_task(cfg, words)
-    mp.undo()
+    t = fake_task(cfg, word_dim=4)
     data = exp.FactData(t, {s: getattr(t, s).render() for s in ("train", "dev", "test")}, {})
     cnn = ItemCNN(10, 4, in_channels=3)
     row = ["structured order-embedding (SEM-A)"]

@@ -1,8 +1,9 @@
 """Table 3 of Vendrov et al.: 2-class textual entailment on SNLI (and SICK), presets and runner.
 
 Protocols (`data` in a preset):
-- "embedded": the TSV copies of SNLI dev/test and SICK, without SNLI train. SNLI: train on SNLI dev minus a seeded held-out part,
-  choose the threshold and stop early on that held-out part, report on the full SNLI test.
+- "embedded": the TSV copies of SNLI dev/test and SICK, without SNLI train. SNLI: train on SNLI
+  dev minus a seeded held-out part, choose the threshold and stop early on that held-out part,
+  report on the full SNLI test.
   SICK: train on SICK train, hold out SICK dev, report on SICK test.
 - "official": the paper's protocol with the official `snli_1.0` jsonl release: train on train,
   hold out dev, report on test.

@@ -120,8 +120,8 @@ def _unseen_test(task: Task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def word_vectors(cfg: dict, workdir: Path) -> tuple[np.ndarray, dict]:
     """(A + O, d) vectors of the attribute adjectives then the object nouns: skip-gram on WordNet
-    3.0 glosses (each word's synset definition, as for DeViSE's labels in notebook 06) or a user's word2vec /
-    GloVe file (the word itself). Cached in workdir."""
+    3.0 glosses (each word's synset definition, as for DeViSE's labels in notebook 06) or a user's
+    word2vec / GloVe file (the word itself). Cached in workdir."""
     from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 
     ensure_wordnet("3.0")
