@@ -85,3 +85,42 @@ def test_table_reports_mean_sd_and_each_seed_rounded():
     g = X.gains(_fake_run(), "paper").set_index("method")
     assert g.loc["density order embeddings"].gain_over_order_embeddings == 0.5
     assert g.loc["density order embeddings"].se == round(math.sqrt(1 / 3), 2)
+
+
+def _doe_gamma():
+    """benchmarks/doe_gamma.py as a module (benchmarks/ is not a package)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "doe_gamma.py"
+    spec = importlib.util.spec_from_file_location("doe_gamma", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_path):
+    B, cfg = _doe_gamma(), X.PRESETS["full"]
+    jobs = B.point_jobs(cfg, "paper", [0, 1], 0.001, [100.0, 50.0], {}, tmp_path)
+    configs = [X.model_config(j["method"], cfg, j["seed"], **j["overrides"]) for j in jobs]
+    assert [(c.model_kwargs["gamma"], c.seed) for c in configs] == [(100.0, 0), (100.0, 1), (50.0, 0), (50.0, 1)]
+    assert all(c.lr == 0.001 and c.negatives == () and c.epochs == 40 and c.patience == 5 for c in configs)
+    assert len({j["checkpoint"] for j in jobs}) == 4
+    # the notebook's final seed-0 run has exactly this config: the same checkpoint name
+    final = X._job("train", "paper", X.DOE, 0, cfg, "cpu", tmp_path, 1.0,
+                   {"negatives": (), "lr": 0.001, "model_kwargs": {"gamma": 100.0}})
+    assert final["checkpoint"] == jobs[0]["checkpoint"]
+    long = B.point_jobs(cfg, "paper", [0], 0.001, [100.0], B.LONG, tmp_path)[0]
+    c = X.model_config(long["method"], cfg, 0, **long["overrides"])
+    assert (c.epochs, c.patience) == (60, 10) and long["checkpoint"] != jobs[0]["checkpoint"]
+    result = {"overrides": long["overrides"], "seed": 0, "dev": 92.5, "test": 92.3, "best_test_over_epochs": 92.4,
+              "epochs_run": 33}
+    rows = B.rows_of([result], "longer")
+    assert [(r["metric"], r["ours"], r["gamma"], r["lr"], r["seed"]) for r in rows] == [
+        ("dev accuracy (%)", 92.5, 100.0, "0.001", "0"), ("test accuracy (%)", 92.3, 100.0, "0.001", "0"),
+        ("test accuracy, best epoch chosen on test (%)", 92.4, 100.0, "0.001", "0"),
+        ("epochs trained", 33, 100.0, "0.001", "0")]  # one seed: no mean row
+    assert [r["published"] for r in rows] == [None, 92.3, None, None]
+    two = B.rows_of([result, {**result, "seed": 1, "test": 92.1}], "longer")
+    mean = [r for r in two if r["seed"] == "mean" and r["metric"] == "test accuracy (%)"]
+    assert len(mean) == 1 and mean[0]["ours"] == pytest.approx(92.2) and mean[0]["n_seeds"] == 2
+    assert mean[0]["sd"] == pytest.approx(math.sqrt(0.02))
