@@ -54,7 +54,8 @@ def rows_of(results: list[dict], schedule_name: str) -> list[dict]:
     for (gamma, metric), g in df.groupby(["gamma", "metric"], sort=False):
         if len(g) > 1:
             mean, sd = exp._mean_sd(list(g.ours))
-            rows.append({**g.iloc[0].to_dict(), "seed": "mean", "ours": mean, "sd": sd, "n_seeds": len(g)})
+            rows.append({**g.iloc[0].to_dict(), "seed": "mean", "ours": exp._r2(mean), "sd": exp._r2(sd),
+                         "n_seeds": len(g)})
     return rows
 
 
