@@ -112,7 +112,7 @@ def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_pa
     long = B.point_jobs(cfg, "paper", [0], 0.001, [100.0], B.LONG, tmp_path)[0]
     c = X.model_config(long["method"], cfg, 0, **long["overrides"])
     assert (c.epochs, c.patience) == (60, 10) and long["checkpoint"] != jobs[0]["checkpoint"]
-    result = {"overrides": long["overrides"], "seed": 0, "dev": 92.5, "test": 92.3, "best_test_over_epochs": 92.4,
+    result = {"overrides": long["overrides"], "config": vars(c), "seed": 0, "dev": 92.5, "test": 92.3, "best_test_over_epochs": 92.4,
               "epochs_run": 33}
     rows = B.rows_of([result], "longer")
     assert [(r["metric"], r["ours"], r["gamma"], r["lr"], r["seed"]) for r in rows] == [
@@ -120,6 +120,9 @@ def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_pa
         ("test accuracy, best epoch chosen on test (%)", 92.4, 100.0, "0.001", "0"),
         ("epochs trained", 33, 100.0, "0.001", "0")]  # one seed: no mean row
     assert [r["published"] for r in rows] == [None, 92.3, None, None]
+    assert {(r["negatives"], r["epochs"], r["patience"], r["block"]) for r in rows} == {("random", 60, 10, "longer")}
+    swap = B.point_jobs(cfg, "paper", [0], 0.001, [100.0], {}, tmp_path, ("swap",))[0]
+    assert X.model_config(swap["method"], cfg, 0, **swap["overrides"]).negatives == ("swap",)
     two = B.rows_of([result, {**result, "seed": 1, "test": 92.1}], "longer")
     mean = [r for r in two if r["seed"] == "mean" and r["metric"] == "test accuracy (%)"]
     assert len(mean) == 1 and mean[0]["ours"] == pytest.approx(92.2) and mean[0]["n_seeds"] == 2
