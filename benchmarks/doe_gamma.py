@@ -82,9 +82,10 @@ def main() -> None:
     exp._DATA[args.setting] = exp.setting_data(graph, args.setting, cfg)
     paths = run_paths("oe_table1_doe_gamma", args.preset)  # full: reports/; others: runs/<preset>/
     run_dir = paths.checkpoints
-    def run(seeds, gammas, schedule=None, negatives=()):
-        return exp.run_jobs(point_jobs(cfg, args.setting, seeds, args.lr, gammas, schedule or {}, run_dir,
-                                       negatives), workers)
+    def run(seeds, gammas, schedule=None, kinds=((),)):  # every (kinds, gamma, seed) in one parallel batch
+        jobs = [j for k in kinds for j in point_jobs(cfg, args.setting, seeds, args.lr, gammas, schedule or {},
+                                                      run_dir, k)]
+        return exp.run_jobs(jobs, workers)
 
     def best_of(results, key):  # the best mean dev over seeds; ties: the one run first
         dev = pd.DataFrame([dict(k=key(r), dev=r["dev"]) for r in results])
@@ -93,12 +94,12 @@ def main() -> None:
     gamma_sweep = run(args.seeds, args.gammas)
     best = float(best_of(gamma_sweep, lambda r: r["overrides"]["model_kwargs"]["gamma"]))
     at_best = [r for r in gamma_sweep if r["overrides"]["model_kwargs"]["gamma"] == best]
-    neg_sweep = [r for k in exp.DOE_NEGATIVES[1:] for r in run(args.seeds, [best], negatives=k)]
+    neg_sweep = run(args.seeds, [best], kinds=exp.DOE_NEGATIVES[1:])
     kinds = best_of(at_best + neg_sweep, lambda r: r["overrides"]["negatives"])
     blocks = [("gamma sweep", gamma_sweep), (f"negative kinds at gamma {best:g}", neg_sweep)]
     if kinds != ():  # a kind won on dev at the chosen lr and gamma: its seeds on the notebook's schedule
-        blocks.append(("best negative kinds over seeds", run(args.long_seeds, [best], negatives=kinds)))
-    blocks.append(("longer schedule", run(args.long_seeds, [best], LONG, kinds)))
+        blocks.append(("best negative kinds over seeds", run(args.long_seeds, [best], kinds=[kinds])))
+    blocks.append(("longer schedule", run(args.long_seeds, [best], LONG, [kinds])))
     df = pd.DataFrame([row for name, results in blocks for row in rows_of(results, name)])
     models = {f"{name}: gamma {r['overrides']['model_kwargs']['gamma']:g}, "
               f"{exp.negatives_label(r['overrides']['negatives'])}, seed {r['seed']}, {len(r['history'])} epochs":
