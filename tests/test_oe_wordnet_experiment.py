@@ -112,8 +112,8 @@ def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_pa
     long = B.point_jobs(cfg, "paper", [0], 0.001, [100.0], B.LONG, tmp_path)[0]
     c = X.model_config(long["method"], cfg, 0, **long["overrides"])
     assert (c.epochs, c.patience) == (60, 10) and long["checkpoint"] != jobs[0]["checkpoint"]
-    result = {"overrides": long["overrides"], "config": vars(c), "seed": 0, "dev": 92.5, "test": 92.3, "best_test_over_epochs": 92.4,
-              "epochs_run": 33}
+    result = {"overrides": long["overrides"], "config": vars(c), "seed": 0, "dev": 92.5, "test": 92.3,
+              "best_test_over_epochs": 92.4, "epochs_run": 33}
     rows = B.rows_of([result], "longer")
     assert [(r["metric"], r["ours"], r["gamma"], r["lr"], r["seed"]) for r in rows] == [
         ("dev accuracy (%)", 92.5, 100.0, "0.001", "0"), ("test accuracy (%)", 92.3, 100.0, "0.001", "0"),
