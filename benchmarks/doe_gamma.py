@@ -81,10 +81,10 @@ def main() -> None:
     exp._DATA.clear()
     exp._DATA[args.setting] = exp.setting_data(graph, args.setting, cfg)
     paths = run_paths("oe_table1_doe_gamma", args.preset)  # full: reports/; others: runs/<preset>/
-    run_dir = paths.checkpoints
+
     def run(seeds, gammas, schedule=None, kinds=((),)):  # every (kinds, gamma, seed) in one parallel batch
         jobs = [j for k in kinds for j in point_jobs(cfg, args.setting, seeds, args.lr, gammas, schedule or {},
-                                                      run_dir, k)]
+                                                      paths.checkpoints, k)]
         return exp.run_jobs(jobs, workers)
 
     def best_of(results, key):  # the best mean dev over seeds; ties: the one run first
