@@ -54,6 +54,7 @@ index: $(STAMP)
 bench: bench-penalty
 	$(PY) benchmarks/hypernymy_optimizer.py
 	$(PY) benchmarks/word2gauss_loop.py
+	$(PY) benchmarks/concept_step.py
 
 bench-penalty: data
 	$(PY) benchmarks/penalty.py

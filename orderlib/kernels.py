@@ -22,6 +22,7 @@ import torch
 
 SOURCE = Path(__file__).parent / "csrc" / "order_violation.cpp"
 W2G_SOURCE = Path(__file__).parent / "csrc" / "word2gauss.cpp"
+STEP_SOURCE = Path(__file__).parent / "csrc" / "concept_step.cpp"
 DTYPES = (torch.float32, torch.float64)
 _lock = threading.Lock()
 _state: dict = {}  # "module" or "error", once tried
@@ -49,8 +50,12 @@ def _cpu_signature() -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
-def build_flags() -> list[str]:
-    return ["-O3", "-fopenmp", *_arch_flags()]
+# Per-kernel additions: the table-model step's loops call sqrt, which vectorises only without errno.
+EXTRA_FLAGS = {"concept_step.cpp": ["-fno-math-errno"]}
+
+
+def build_flags(source: Path | None = None) -> list[str]:
+    return ["-O3", "-fopenmp", *_arch_flags(), *EXTRA_FLAGS.get(source.name if source else "", [])]
 
 
 def _build(source: Path):
@@ -76,7 +81,7 @@ def _build(source: Path):
             tmp.write_bytes(source.read_bytes())
             os.replace(tmp, copy)
         return load(name=name, sources=[str(copy)], build_directory=str(build_dir),
-                    extra_cflags=build_flags(), extra_ldflags=["-fopenmp"], verbose=False)
+                    extra_cflags=build_flags(source), extra_ldflags=["-fopenmp"], verbose=False)
     finally:
         os.environ["PATH"] = old_path
 
@@ -86,7 +91,7 @@ def build_location(source: Path) -> tuple[str, Path, Path]:
     the CPU: every checkout with the same kernel source shares one build (the source is compiled from
     a copy inside the build dir, so no checkout's path enters the build), and a changed source gets
     its own dir instead of rebuilding over another checkout's."""
-    key = hashlib.sha1(source.read_bytes() + " ".join(build_flags()).encode() + torch.__version__.encode())
+    key = hashlib.sha1(source.read_bytes() + " ".join(build_flags(source)).encode() + torch.__version__.encode())
     name = f"orderlib_{source.stem}_{key.hexdigest()[:10]}_{_cpu_signature()}"
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
     build_dir = root / name
@@ -127,6 +132,26 @@ def word2gauss_status() -> str:
     """Say whether the compiled word2gauss trainer is available, and if not, why."""
     return "compiled C++ (" + " ".join(build_flags()) + ")" if word2gauss_kernel() else (
         "unavailable: " + _w2g["error"])
+
+
+_step: dict = {}
+
+
+def concept_step_kernel():
+    """Return the compiled training step of Table 1's table models (orderlib/csrc/concept_step.cpp),
+    or None when ORDERLIB_FUSED=0 or it cannot be built (then the PyTorch step is used); the reason is in
+    `concept_step_status()`."""
+    if os.environ.get("ORDERLIB_FUSED", "1") == "0":
+        return None
+    return _built(_step, STEP_SOURCE)
+
+
+def concept_step_status() -> str:
+    """Say whether the compiled table-model step is in use, and if not, why."""
+    if os.environ.get("ORDERLIB_FUSED", "1") == "0":
+        return "disabled by ORDERLIB_FUSED=0"
+    return "compiled C++ (" + " ".join(build_flags(STEP_SOURCE)) + ")" if concept_step_kernel() else (
+        "unavailable: " + _step["error"])
 
 
 def kernel_status() -> str:

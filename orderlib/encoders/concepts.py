@@ -41,6 +41,11 @@ class ConceptModel(nn.Module):
         """Return rows of table `name` with the model's constraints re-imposed (after a step)."""
         return block
 
+    def fused_energy(self) -> dict | None:
+        """Describe the energy for the compiled step (orderlib/training/concept_step.py): its name,
+        tables and per-table bounds (the constraint); None where the model has no compiled form."""
+        return None
+
     @torch.no_grad()
     def constrain_all_(self) -> None:
         for name, t in self.tables().items():
@@ -68,6 +73,9 @@ class OrderEmbedding(ConceptModel):
     def constrain(self, name, block):
         return block.clamp(min=0)
 
+    def fused_energy(self):
+        return {"energy": "order_violation", "tables": ["emb.weight"], "bounds": [(0.0, math.inf)]}
+
 
 class SymmetricEmbedding(ConceptModel):
     """The "symmetric" row: the same table, unconstrained, scored by cosine distance."""
@@ -80,6 +88,9 @@ class SymmetricEmbedding(ConceptModel):
 
     def energy(self, u, v):
         return penalties.cosine_distance(self.emb(u), self.emb(v))
+
+    def fused_energy(self):
+        return {"energy": "cosine", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)], "eps": 1e-8}
 
 
 class BilinearEmbedding(ConceptModel):
@@ -168,6 +179,10 @@ class DensityOrderEmbedding(ConceptModel):
         if name == "log_var.weight" and (self.log_var_min > -math.inf or self.log_var_max < math.inf):
             return block.clamp(self.log_var_min, self.log_var_max)
         return block
+
+    def fused_energy(self):
+        return {"energy": "density_order", "tables": ["mu.weight", "log_var.weight"], "gamma": self.gamma,
+                "normalize": self.normalize, "bounds": [(-math.inf, math.inf), (self.log_var_min, self.log_var_max)]}
 
 
 CONCEPT_MODELS = {

@@ -216,11 +216,12 @@ def model_config(name: str, cfg: dict, seed: int | None = None, **overrides):
     return HypernymyConfig(model=name, batch=cfg["batch"], **{**base, **cfg["models"][name], **overrides})
 
 
-def train_row(data: HypernymyData, c, device, checkpoint: Path | None, progress: bool, init=None):
-    """Train one row with its trainer (word2gauss has its own loop)."""
+def train_row(data: HypernymyData, c, device, checkpoint: Path | None, progress: bool, init=None,
+              fused: bool | None = None):
+    """Train one row with its trainer (word2gauss has its own loop); `fused` as in train_concept_model."""
     if isinstance(c, Word2GaussConfig):
         return train_word2gauss(data, c, checkpoint, progress)
-    return train_concept_model(data, c, device, checkpoint, progress, init)
+    return train_concept_model(data, c, device, checkpoint, progress, init, fused)
 
 
 def _summary(r, c) -> dict:
@@ -232,6 +233,7 @@ def _summary(r, c) -> dict:
 
 def run_job(job: dict) -> dict:
     """Run one job: ("train", setting, method, seed, overrides) or a grid point; return its summary.
+    A job's "fused" (optional) picks the table models' training step (train_concept_model's `fused`).
 
     Module-level so that worker processes can run it on the data they were started with.
     """
@@ -248,7 +250,7 @@ def run_job(job: dict) -> dict:
         poincare = train_row(data, model_config("Poincaré embeddings", cfg, job["seed"]), job["device"],
                              Path(pj["checkpoint"]) if pj["checkpoint"] else None, False).model
         init = init_from_poincare(poincare, CONES_INIT_SCALE)
-    r = train_row(data, c, job["device"], ckpt, job.get("progress", False), init)
+    r = train_row(data, c, job["device"], ckpt, job.get("progress", False), init, job.get("fused"))
     state = load_checkpoint(ckpt) if ckpt else None  # which commit's code trained it (resumed runs too)
     return {**{k: job[k] for k in ("kind", "setting", "method", "seed")}, "overrides": job.get("overrides", {}),
             "grid": job.get("grid"), "point": job.get("point"),

@@ -19,11 +19,14 @@ from orderlib.data.hypernymy import HypernymyData, in_set, pair_codes
 from orderlib.encoders.concepts import ConceptModel, build_concept_model
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
 from orderlib.losses import LOSSES
+from orderlib.kernels import STEP_SOURCE, concept_step_kernel, concept_step_status
 from orderlib.optim import RowAdam
+from orderlib.training import concept_step
 from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import ThresholdResult, fit
 
 TRAINER_CODE = ("orderlib.training.hypernymy", "orderlib.training.loop", "orderlib.encoders.concepts", "orderlib.optim",
+                "orderlib.training.concept_step",
                 "orderlib.losses", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold",
                 "orderlib.encoders.boxes", "orderlib.encoders.hyperbolic")
 
@@ -62,9 +65,10 @@ class HypernymyConfig:
 
 class _Stepper:
     """One optimisation step: row-wise Adam on the tables + Adam on any dense parameters,
-    or plain dense Adam on everything."""
+    or plain dense Adam on everything. Where the compiled step applies (training.concept_step)
+    and `fused` is not False, one C++ call does the row-wise step."""
 
-    def __init__(self, model: ConceptModel, cfg: HypernymyConfig):
+    def __init__(self, model: ConceptModel, cfg: HypernymyConfig, device="cpu", fused: bool | None = None):
         if cfg.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {cfg.optimizer!r}; expected one of {sorted(OPTIMIZERS)}")
         self.model = model
@@ -77,6 +81,12 @@ class _Stepper:
                              catch_up=cfg.optimizer == "lazy_adam", manifolds=manifolds) if self.tables else None)
         self.dense = torch.optim.Adam(dense, lr=cfg.lr) if dense else None
         self._pos: torch.Tensor | None = None
+        loss = cfg.loss or model.loss
+        usable = concept_step.applies(model, cfg.optimizer, loss, device) and concept_step_kernel() is not None
+        if fused and not usable:
+            raise RuntimeError(f"the compiled step does not apply to {cfg.model!r} with optimizer {cfg.optimizer!r}, "
+                               f"loss {loss!r} on {device} ({concept_step_status()})")
+        self.fused = concept_step.FusedStep(model, self.rows, loss, cfg.margin) if usable and fused is not False else None
 
     def _touched(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (rows, inverse) for idx without a sort: a marker over all concepts."""
@@ -96,6 +106,8 @@ class _Stepper:
         with pos; the loss sees E(pos) repeated K times beside E(neg)."""
         b = len(pos)
         pairs = torch.cat([pos, neg])  # ((1 + K) B, 2): one energy call for both halves
+        if self.fused is not None:
+            return self.fused(pairs, b)
         if self.rows is not None:  # gather touched rows into small leaves, index them locally
             rows, inv = self._touched(pairs.flatten())
             current = self.rows.prepare(rows, self.model.constrain)  # with pending momentum moves
@@ -202,12 +214,14 @@ def train_epoch(stepper: _Stepper, data: HypernymyData, cfg: HypernymyConfig, ep
 
 def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
                         checkpoint: Path | None = None, progress: bool = True,
-                        init: dict[str, torch.Tensor] | None = None) -> ThresholdResult:
+                        init: dict[str, torch.Tensor] | None = None, fused: bool | None = None) -> ThresholdResult:
     """Train `cfg.model` with early stopping on dev accuracy; resume from `checkpoint` if present.
 
     `init` maps parameter names (e.g. "emb.weight") to starting values, copied in after the
     seeded init and then constrained (hyperbolic cones start from Poincare embeddings); it is
-    part of the checkpoint key.
+    part of the checkpoint key. `fused`: None takes the compiled step where it applies, False
+    never, True insists (an error where it does not apply). Which step ran is part of the
+    checkpoint key (the two agree within float rounding, not bit for bit).
     """
     device = torch.device(device)
     for kind in cfg.negatives:
@@ -219,7 +233,7 @@ def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
             for name, value in init.items():
                 model.get_parameter(name).copy_(value)
         model.constrain_all_()
-    stepper = _Stepper(model, cfg)
+    stepper = _Stepper(model, cfg, device, fused)
     siblings = _Siblings(data) if "sibling" in cfg.negatives else None
 
     def one_epoch(epoch: int) -> float:
@@ -234,6 +248,8 @@ def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
                                data.closure)}
     if init:
         key["init"] = fingerprint(init)
+    if stepper.fused is not None:
+        key["step"] = fingerprint(STEP_SOURCE.read_text())
     fitted = fit(model, stepper, key, one_epoch, lambda: evaluate(model, data, device), "dev_accuracy",
                  cfg.epochs, cfg.patience, checkpoint, progress, cfg.model)
     model.eval()

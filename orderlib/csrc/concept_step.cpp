@@ -1,0 +1,465 @@
+// One training step of a Table 1 table model, fused: what orderlib/training/hypernymy.py's _Stepper
+// does with autograd and RowAdam (orderlib/optim.py), in one call and one pass over the touched rows.
+//   1. the batch's distinct concepts (first-seen order, via a scratch marker over all concepts);
+//   2. their rows and Adam moments gathered and, under the catch-up rule, advanced through the
+//      zero-gradient steps dense Adam took since they were last touched (RowAdam._apply_skipped);
+//   3. energies of the B true pairs and K * B negatives (K blocks of B aligned with the true pairs):
+//        order_violation  E = ||max(0, x_v - x_u)||^2                  (Eq. 2 of Vendrov et al.)
+//        cosine           E = 1 - cos(x_u, x_v)                         (Table 1's symmetric row)
+//        density_order    E = max(0, KL(N_u || N_v) - gamma), means used at unit norm (optional),
+//                         variances exp(log_var)               (Athiwaratkun & Wilson, ICLR 2018)
+//   4. the loss over them, max_margin (Eq. 4: mean E(pos) + mean max(0, m - E(neg))) or ranking_hinge
+//      (mean max(0, m + E(pos) - E(neg))), and its gradient, written by hand;
+//   5. Adam's step on the touched rows (Kingma & Ba), the model's constraint, and the write-back.
+// Same formulas and dtypes as the PyTorch path; sums run in another order, so results agree within
+// float rounding, not bit for bit. Single-threaded: Table 1 runs one process per core.
+#include <torch/extension.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace {
+
+constexpr double kTiny = 1e-30;  // the second moment's floor (optim._TINY)
+enum Energy : int64_t { kOrderViolation = 0, kCosine = 1, kDensityOrder = 2 };
+enum Loss : int64_t { kMaxMargin = 0, kRankingHinge = 1 };
+
+struct Adam {
+  double lr, b1, b2, eps;
+  int64_t window, exact_until;
+  bool catch_up;
+};
+
+// f(s, k) of the catch-up rule in double (RowAdam._skipped_factor):
+//   sum_{j=1..min(k, W)} r^j g(s + j),  r = b1 / sqrt(b2),  g(tau) = sqrt(1 - b2^tau) / (1 - b1^tau),
+// exact while s < exact_until, else the closed form a(s) r (1 - r^min(k, W)) / (1 - r) with the bias
+// corrections flat. g is tabulated once up to exact_until + W, and within one step f depends on k
+// alone for k <= W (s = t - k), so each such k is computed once per step.
+class SkippedFactor {
+ public:
+  SkippedFactor(const Adam& a, int64_t t)
+      : a_(a), t_(t), r_(a.b1 / std::sqrt(a.b2)), by_k_(a.window + 1, -1.0), g_(tabulate(a)) {}
+
+  double operator()(int64_t k) {
+    if (k <= a_.window) {
+      double& f = by_k_[k];
+      if (f < 0) f = compute(t_ - k, k);
+      return f;
+    }
+    return compute(t_ - k, k);
+  }
+
+ private:
+  double compute(int64_t s, int64_t k) const {
+    const int64_t kk = std::min(k, a_.window);
+    if (s >= a_.exact_until) {
+      const double c = std::sqrt(1.0 - std::exp((s + 1) * std::log(a_.b2))) /
+                       (1.0 - std::exp((s + 1) * std::log(a_.b1)));
+      return c * r_ * (1.0 - std::exp(kk * std::log(r_))) / (1.0 - r_);
+    }
+    double out = 0.0;
+    for (int64_t j = 1; j <= kk; ++j) out += g_.rpow[j] * g_.g[s + j];
+    return out;
+  }
+
+  struct Tabulated {
+    double b1, b2;
+    int64_t window, exact_until;
+    std::vector<double> g, rpow;
+  };
+
+  // g(tau) for tau < exact_until + W and r^j for j <= W, kept for the last settings seen (one per thread).
+  static const Tabulated& tabulate(const Adam& a) {
+    thread_local Tabulated cache{0.0, 0.0, -1, -1, {}, {}};
+    if (cache.b1 != a.b1 || cache.b2 != a.b2 || cache.window != a.window || cache.exact_until != a.exact_until) {
+      const int64_t n = a.exact_until + a.window + 1;
+      cache = Tabulated{a.b1, a.b2, a.window, a.exact_until, std::vector<double>(n, 0.0),
+                        std::vector<double>(a.window + 1, 0.0)};
+      for (int64_t tau = 1; tau < n; ++tau)
+        cache.g[tau] = std::sqrt(1.0 - std::exp(tau * std::log(a.b2))) / (1.0 - std::exp(tau * std::log(a.b1)));
+      for (int64_t j = 0; j <= a.window; ++j) cache.rpow[j] = std::pow(a.b1, double(j)) / std::pow(a.b2, j / 2.0);
+    }
+    return cache;
+  }
+
+  Adam a_;
+  int64_t t_;
+  double r_;
+  std::vector<double> by_k_;
+  const Tabulated& g_;
+};
+
+// A table's constraint on its rows: clamp each coordinate into [lo, hi] (infinite: no bound).
+template <typename T>
+struct Bounds {
+  T lo, hi;
+  bool active() const { return std::isfinite(double(lo)) || std::isfinite(double(hi)); }
+  void apply(T* x, int64_t dim) const {
+    if (!active()) return;
+    for (int64_t d = 0; d < dim; ++d) x[d] = std::min(hi, std::max(lo, x[d]));
+  }
+};
+
+template <typename T>
+struct Table {
+  T* values;   // (N, D)
+  T* moments;  // (N, 2, D)
+  Bounds<T> bounds;
+  std::vector<T> cur, mv, grad;  // gathered (R, D), (R, 2, D), gradient (R, D)
+};
+
+void prefetch(const void* p, int64_t bytes) {
+  for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(static_cast<const char*>(p) + off);
+}
+
+// Gather `rows` of every table into cur / mv, advanced by the catch-up rule to step t.
+template <typename T>
+void gather(std::vector<Table<T>>& tables, const int64_t* last, const std::vector<int64_t>& rows, int64_t dim,
+            int64_t t, const Adam& a) {
+  const int64_t n_rows = int64_t(rows.size());
+  const T tiny = T(kTiny);
+  for (auto& tb : tables) {
+    tb.cur.resize(n_rows * dim);
+    tb.mv.resize(n_rows * 2 * dim);
+    tb.grad.assign(n_rows * dim, T(0));
+  }
+  SkippedFactor factor(a, t);
+  constexpr int64_t kAhead = 8;  // rows: the tables dwarf the caches, so the gather waits on memory
+  for (int64_t i = 0; i < n_rows; ++i) {
+    if (i + kAhead < n_rows) {
+      const int64_t ahead = rows[i + kAhead];
+      for (const auto& tb : tables) {
+        prefetch(tb.values + ahead * dim, dim * int64_t(sizeof(T)));
+        prefetch(tb.moments + ahead * 2 * dim, 2 * dim * int64_t(sizeof(T)));
+      }
+    }
+    const int64_t row = rows[i];
+    const int64_t k = t - last[row];
+    const bool idle = a.catch_up && t > 0 && k > 0;
+    T step = 0, d1 = 1, d2 = 1;
+    if (idle) {
+      step = T(a.lr) * T(factor(k));
+      // as the reference: b^k from an int64 k times a Python float, i.e. in float32
+      d1 = T(std::exp(float(k) * float(std::log(a.b1))));
+      d2 = T(std::exp(float(k) * float(std::log(a.b2))));
+    }
+    for (auto& tb : tables) {
+      const T* x = tb.values + row * dim;
+      const T* m = tb.moments + row * 2 * dim;
+      const T* v = m + dim;
+      T* xo = tb.cur.data() + i * dim;
+      T* mo = tb.mv.data() + i * 2 * dim;
+      T* vo = mo + dim;
+      if (!idle) {
+        std::copy(x, x + dim, xo);
+        std::copy(m, m + 2 * dim, mo);
+        continue;
+      }
+#pragma omp simd
+      for (int64_t d = 0; d < dim; ++d) {
+        xo[d] = x[d] - step * m[d] / std::sqrt(std::max(v[d], tiny));
+        mo[d] = m[d] * d1;
+        vo[d] = std::max(v[d] * d2, tiny);
+      }
+      tb.bounds.apply(xo, dim);
+    }
+  }
+}
+
+// Adam's step t on the gathered rows, the constraint, and the write-back; last[rows] = t.
+template <typename T>
+void adam_write(std::vector<Table<T>>& tables, int64_t* last, const std::vector<int64_t>& rows, int64_t dim,
+                int64_t t, const Adam& a) {
+  const T b1 = T(a.b1), b2 = T(a.b2), a1 = T(1 - a.b1), a2 = T(1 - a.b2), tiny = T(kTiny);
+  const T c1 = T(1 - std::pow(a.b1, double(t))), c2 = T(1 - std::pow(a.b2, double(t)));
+  const T eps = T(a.eps), lr = T(a.lr);
+  const int64_t n_rows = int64_t(rows.size());
+  for (auto& tb : tables) {
+    for (int64_t i = 0; i < n_rows; ++i) {
+      T* x = tb.cur.data() + i * dim;
+      T* m = tb.mv.data() + i * 2 * dim;
+      T* v = m + dim;
+      const T* g = tb.grad.data() + i * dim;
+#pragma omp simd
+      for (int64_t d = 0; d < dim; ++d) {
+        m[d] = m[d] * b1 + a1 * g[d];
+        v[d] = std::max(v[d] * b2 + a2 * g[d] * g[d], tiny);
+        x[d] -= lr * ((m[d] / c1) / (std::sqrt(v[d] / c2) + eps));
+      }
+      tb.bounds.apply(x, dim);
+      std::copy(x, x + dim, tb.values + rows[i] * dim);
+      std::copy(m, m + 2 * dim, tb.moments + rows[i] * 2 * dim);
+    }
+  }
+  for (int64_t row : rows) last[row] = t;
+}
+
+// Per-row quantities the energies share: unit vectors and norms (cosine; density order's means),
+// variances (density order).
+template <typename T>
+struct RowCache {
+  std::vector<T> unit, norm, var;
+};
+
+// Unit rows x / max(||x||, floor) and the clamped norms.
+template <typename T>
+void normalise(const std::vector<T>& x, int64_t n_rows, int64_t dim, T floor, std::vector<T>& unit,
+               std::vector<T>& norm) {
+  unit.resize(n_rows * dim);
+  norm.resize(n_rows);
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const T* r = x.data() + i * dim;
+    T s = 0;
+    for (int64_t d = 0; d < dim; ++d) s += r[d] * r[d];
+    const T n = std::max(std::sqrt(s), floor);
+    norm[i] = n;
+    for (int64_t d = 0; d < dim; ++d) unit[i * dim + d] = r[d] / n;
+  }
+}
+
+// Map gradients with respect to unit rows (in g) to gradients with respect to the rows, in place:
+// g <- (g - u (u . g)) / n, or g / n where the norm was clamped (the clamp passes no gradient).
+template <typename T>
+void unnormalise_grad(std::vector<T>& g, const std::vector<T>& x, const RowCache<T>& c, int64_t n_rows,
+                      int64_t dim, T floor) {
+  for (int64_t i = 0; i < n_rows; ++i) {
+    T* gi = g.data() + i * dim;
+    const T* u = c.unit.data() + i * dim;
+    const T n = c.norm[i];
+    T raw = 0;
+    for (int64_t d = 0; d < dim; ++d) raw += x[i * dim + d] * x[i * dim + d];
+    if (std::sqrt(raw) > floor) {
+      T dot = 0;
+      for (int64_t d = 0; d < dim; ++d) dot += u[d] * gi[d];
+      for (int64_t d = 0; d < dim; ++d) gi[d] = (gi[d] - u[d] * dot) / n;
+    } else {
+      for (int64_t d = 0; d < dim; ++d) gi[d] /= n;
+    }
+  }
+}
+
+struct EnergyArgs {
+  int64_t kind;
+  double gamma;     // density order: threshold
+  bool normalize;   // density order: means at unit norm
+  double eps;       // cosine: norm floor
+};
+
+template <typename T>
+void prepare_cache(const std::vector<Table<T>>& tables, const EnergyArgs& e, int64_t n_rows, int64_t dim,
+                   RowCache<T>& c) {
+  if (e.kind == kCosine) normalise(tables[0].cur, n_rows, dim, T(e.eps), c.unit, c.norm);
+  if (e.kind == kDensityOrder) {
+    if (e.normalize) normalise(tables[0].cur, n_rows, dim, T(1e-12), c.unit, c.norm);
+    c.var.resize(n_rows * dim);
+    const T* lv = tables[1].cur.data();
+#pragma omp simd
+    for (int64_t j = 0; j < n_rows * dim; ++j) c.var[j] = std::exp(lv[j]);
+  }
+}
+
+// E(u, v) for local row indices u (specific) and v (general); density order: also KL - gamma in *pre.
+template <typename T>
+T energy(const std::vector<Table<T>>& tables, const RowCache<T>& c, const EnergyArgs& e, int64_t u, int64_t v,
+         int64_t dim, T* pre) {
+  if (e.kind == kOrderViolation) {
+    const T* x = tables[0].cur.data() + u * dim;
+    const T* y = tables[0].cur.data() + v * dim;
+    T s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t d = 0; d < dim; ++d) {
+      const T r = std::max(y[d] - x[d], T(0));
+      s += r * r;
+    }
+    return s;
+  }
+  if (e.kind == kCosine) {
+    const T* x = c.unit.data() + u * dim;
+    const T* y = c.unit.data() + v * dim;
+    T s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t d = 0; d < dim; ++d) s += x[d] * y[d];
+    return T(1) - s;
+  }
+  const T* mu_u = (e.normalize ? c.unit.data() : tables[0].cur.data()) + u * dim;
+  const T* mu_v = (e.normalize ? c.unit.data() : tables[0].cur.data()) + v * dim;
+  const T* var_u = c.var.data() + u * dim;
+  const T* var_v = c.var.data() + v * dim;
+  const T* lv_u = tables[1].cur.data() + u * dim;  // log(exp(lv)) in the reference: lv to rounding
+  const T* lv_v = tables[1].cur.data() + v * dim;
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t d = 0; d < dim; ++d) {
+    const T diff = mu_v[d] - mu_u[d];
+    s += var_u[d] / var_v[d] + diff * diff / var_v[d] - T(1) + lv_v[d] - lv_u[d];
+  }
+  *pre = T(0.5) * s - T(e.gamma);
+  return std::max(*pre, T(0));
+}
+
+// Add w * dE(u, v) to the gradient blocks (density order: d/d(unit means) and d/d(log_var);
+// cosine: d/d(unit rows); both mapped through the normalisation afterwards).
+template <typename T>
+void energy_grad(std::vector<Table<T>>& tables, const RowCache<T>& c, const EnergyArgs& e, int64_t u, int64_t v,
+                 int64_t dim, T w, T pre) {
+  if (e.kind == kOrderViolation) {
+    const T* x = tables[0].cur.data() + u * dim;
+    const T* y = tables[0].cur.data() + v * dim;
+    T* gx = tables[0].grad.data() + u * dim;
+    T* gy = tables[0].grad.data() + v * dim;
+#pragma omp simd
+    for (int64_t d = 0; d < dim; ++d) {
+      const T r = T(2) * w * std::max(y[d] - x[d], T(0));
+      gx[d] -= r;
+      gy[d] += r;
+    }
+    return;
+  }
+  if (e.kind == kCosine) {
+    const T* x = c.unit.data() + u * dim;
+    const T* y = c.unit.data() + v * dim;
+    T* gx = tables[0].grad.data() + u * dim;
+    T* gy = tables[0].grad.data() + v * dim;
+#pragma omp simd
+    for (int64_t d = 0; d < dim; ++d) {
+      gx[d] -= w * y[d];
+      gy[d] -= w * x[d];
+    }
+    return;
+  }
+  if (!(pre > T(0))) return;  // the threshold's clamp passes no gradient at or below zero
+  const T* mu_u = (e.normalize ? c.unit.data() : tables[0].cur.data()) + u * dim;
+  const T* mu_v = (e.normalize ? c.unit.data() : tables[0].cur.data()) + v * dim;
+  const T* var_u = c.var.data() + u * dim;
+  const T* var_v = c.var.data() + v * dim;
+  T* gmu_u = tables[0].grad.data() + u * dim;
+  T* gmu_v = tables[0].grad.data() + v * dim;
+  T* glv_u = tables[1].grad.data() + u * dim;
+  T* glv_v = tables[1].grad.data() + v * dim;
+  const T h = T(0.5) * w;
+#pragma omp simd
+  for (int64_t d = 0; d < dim; ++d) {
+    const T diff = mu_v[d] - mu_u[d];
+    const T iv = T(1) / var_v[d];
+    const T r = var_u[d] * iv;
+    gmu_u[d] -= w * diff * iv;
+    gmu_v[d] += w * diff * iv;
+    glv_u[d] += h * (r - T(1));
+    glv_v[d] += h * (T(1) - r - diff * diff * iv);
+  }
+}
+
+template <typename T>
+double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const int64_t* pairs, int64_t n_pairs,
+            int64_t b, int64_t dim, int64_t t, const Adam& a, const EnergyArgs& e, int64_t loss, double margin) {
+  std::vector<int64_t> rows;
+  rows.reserve(2 * n_pairs);
+  std::vector<int64_t> local(2 * n_pairs);
+  for (int64_t i = 0; i < 2 * n_pairs; ++i) {
+    const int64_t c = pairs[i];
+    if (mark[c] < 0) {
+      mark[c] = int64_t(rows.size());
+      rows.push_back(c);
+    }
+    local[i] = mark[c];
+  }
+  const int64_t n_rows = int64_t(rows.size());
+  gather(tables, last, rows, dim, t, a);
+  RowCache<T> cache;
+  prepare_cache(tables, e, n_rows, dim, cache);
+
+  std::vector<T> en(n_pairs), pre(n_pairs, T(0));
+  for (int64_t p = 0; p < n_pairs; ++p) en[p] = energy(tables, cache, e, local[2 * p], local[2 * p + 1], dim, &pre[p]);
+
+  // dL/dE: K blocks of B negatives, each aligned with the B true pairs; means over K * B terms
+  const int64_t kb = n_pairs - b;
+  const T inv = T(1) / T(kb);
+  std::vector<T> w(n_pairs, T(0));
+  double total = 0.0;
+  for (int64_t i = 0; i < kb; ++i) {
+    const int64_t pi = i % b, ni = b + i;
+    if (loss == kMaxMargin) {
+      total += double(en[pi]);
+      w[pi] += inv;
+      const T h = T(margin) - en[ni];
+      if (h > T(0)) {
+        total += double(h);
+        w[ni] -= inv;
+      }
+    } else {
+      const T h = T(margin) + en[pi] - en[ni];
+      if (h > T(0)) {
+        total += double(h);
+        w[pi] += inv;
+        w[ni] -= inv;
+      }
+    }
+  }
+  // E(u, u) is constant (zero) for every energy here, so a pair (u, u) has no gradient; skipping it
+  // also keeps the two rows of a pair distinct, which the vectorised gradient loops assume
+  for (int64_t p = 0; p < n_pairs; ++p)
+    if (w[p] != T(0) && local[2 * p] != local[2 * p + 1]) energy_grad(tables, cache, e, local[2 * p], local[2 * p + 1], dim, w[p], pre[p]);
+  if (e.kind == kCosine) unnormalise_grad(tables[0].grad, tables[0].cur, cache, n_rows, dim, T(e.eps));
+  if (e.kind == kDensityOrder && e.normalize)
+    unnormalise_grad(tables[0].grad, tables[0].cur, cache, n_rows, dim, T(1e-12));
+
+  adam_write(tables, last, rows, dim, t + 1, a);
+  for (int64_t row : rows) mark[row] = -1;
+  return kb ? total / double(kb) : 0.0;
+}
+
+}  // namespace
+
+// One step on `pairs` ((1 + K) B, 2) int64: B true pairs, then K blocks of B negatives. Updates the
+// tables, moments (N, 2, D) and last (N,) in place at Adam step t + 1; `mark` is (N,) int64 scratch
+// filled with -1 (left so). Returns the loss.
+double concept_step(std::vector<torch::Tensor> values, std::vector<torch::Tensor> moments,
+                    std::vector<double> lower, std::vector<double> upper, torch::Tensor last, torch::Tensor mark,
+                    torch::Tensor pairs, int64_t b, int64_t t, double lr, double b1, double b2, double eps,
+                    int64_t window, int64_t exact_until, bool catch_up, int64_t energy_kind, double gamma,
+                    bool normalize, double cos_eps, int64_t loss, double margin) {
+  const size_t n_tables = energy_kind == kDensityOrder ? 2 : 1;
+  TORCH_CHECK(values.size() == n_tables && moments.size() == n_tables && lower.size() == n_tables &&
+                  upper.size() == n_tables, "concept_step: wrong number of tables for this energy");
+  TORCH_CHECK(energy_kind >= 0 && energy_kind <= 2 && loss >= 0 && loss <= 1, "concept_step: unknown energy or loss");
+  const auto dtype = values[0].scalar_type();
+  const int64_t n = values[0].size(0), dim = values[0].size(1);
+  for (size_t i = 0; i < n_tables; ++i) {
+    TORCH_CHECK(values[i].device().is_cpu() && values[i].is_contiguous() && values[i].dim() == 2 &&
+                    values[i].scalar_type() == dtype && values[i].size(0) == n && values[i].size(1) == dim,
+                "concept_step: tables must be contiguous (N, D) CPU tensors of one dtype");
+    TORCH_CHECK(moments[i].is_contiguous() && moments[i].scalar_type() == dtype && moments[i].dim() == 3 &&
+                    moments[i].size(0) == n && moments[i].size(1) == 2 && moments[i].size(2) == dim,
+                "concept_step: moments must be contiguous (N, 2, D) like the tables");
+  }
+  TORCH_CHECK(last.scalar_type() == torch::kLong && last.is_contiguous() && last.numel() == n &&
+                  mark.scalar_type() == torch::kLong && mark.is_contiguous() && mark.numel() == n,
+              "concept_step: last and mark must be contiguous (N,) int64");
+  TORCH_CHECK(pairs.scalar_type() == torch::kLong && pairs.is_contiguous() && pairs.dim() == 2 && pairs.size(1) == 2,
+              "concept_step: pairs must be contiguous (P, 2) int64");
+  const int64_t n_pairs = pairs.size(0);
+  TORCH_CHECK(b > 0 && n_pairs > b && (n_pairs - b) % b == 0, "concept_step: pairs must be B true + K * B negatives");
+  const int64_t* pp = pairs.data_ptr<int64_t>();
+  for (int64_t i = 0; i < 2 * n_pairs; ++i) TORCH_CHECK(pp[i] >= 0 && pp[i] < n, "concept_step: pair index out of range");
+  Adam a{lr, b1, b2, eps, window, exact_until, catch_up};
+  EnergyArgs e{energy_kind, gamma, normalize, cos_eps};
+  double out = 0.0;
+  AT_DISPATCH_FLOATING_TYPES(dtype, "concept_step", [&] {
+    std::vector<Table<scalar_t>> tables(n_tables);
+    for (size_t i = 0; i < n_tables; ++i) {
+      tables[i].values = values[i].data_ptr<scalar_t>();
+      tables[i].moments = moments[i].data_ptr<scalar_t>();
+      tables[i].bounds = {scalar_t(lower[i]), scalar_t(upper[i])};
+    }
+    out = step<scalar_t>(tables, last.data_ptr<int64_t>(), mark.data_ptr<int64_t>(), pp, n_pairs, b, dim, t, a, e,
+                         loss, margin);
+  });
+  return out;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("concept_step", &concept_step, "one fused training step of a Table 1 table model (energy, loss, lazy Adam)");
+}

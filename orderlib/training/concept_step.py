@@ -1,0 +1,58 @@
+"""Table 1's table models stepped by one compiled call (orderlib/csrc/concept_step.cpp).
+
+The PyTorch step (`hypernymy._Stepper`: gather, autograd, RowAdam) spends ~2 ms of a step in ~50
+small ATen calls; the kernel does the same arithmetic (energy, loss, hand-written gradient, lazy
+Adam with catch-up, constraint, write-back) in one pass over the touched rows. It keeps its state
+in the RowAdam it is given, so checkpoints are the same either way. Used where `applies` holds:
+a model whose `fused_energy()` is not None, row-wise Adam, no dense parameters, CPU, the
+max-margin or ranking-hinge loss; elsewhere, or with ORDERLIB_FUSED=0, the PyTorch step runs.
+"""
+from __future__ import annotations
+
+import torch
+
+from orderlib.kernels import concept_step_kernel
+from orderlib.optim import RowAdam
+
+ENERGIES = {"order_violation": 0, "cosine": 1, "density_order": 2}  # the kernel's energy codes
+LOSSES = {"max_margin": 0, "ranking_hinge": 1}  # the kernel's loss codes
+
+
+def applies(model, optimizer: str, loss: str, device: torch.device) -> bool:
+    """True where the compiled step computes what the PyTorch step would."""
+    spec = model.fused_energy()
+    dense = [n for n, p in model.named_parameters() if n not in model.tables() and p.requires_grad]
+    return (spec is not None and optimizer in ("lazy_adam", "sparse_adam") and not dense and not model.manifolds()
+            and loss in LOSSES and torch.device(device).type == "cpu"
+            and all(t.dtype in (torch.float32, torch.float64) for t in model.tables().values()))
+
+
+class FusedStep:
+    """Call with (pairs ((1 + K) B, 2), B) for one step; state lives in `rows` (a RowAdam)."""
+
+    def __init__(self, model, rows: RowAdam, loss: str, margin: float):
+        self.kernel = concept_step_kernel()
+        if self.kernel is None:
+            raise RuntimeError("the compiled table-model step is unavailable (orderlib.kernels.concept_step_status())")
+        spec = model.fused_energy()
+        self.names = spec["tables"]
+        self.lower = [lo for lo, _ in spec["bounds"]]
+        self.upper = [hi for _, hi in spec["bounds"]]
+        self.energy = ENERGIES[spec["energy"]]
+        self.gamma = float(spec.get("gamma", 0.0))
+        self.normalize = bool(spec.get("normalize", False))
+        self.cos_eps = float(spec.get("eps", 1e-8))
+        self.loss, self.margin, self.rows = LOSSES[loss], float(margin), rows
+        n = rows.last.shape[0]
+        self.mark = torch.full((n,), -1, dtype=torch.long)  # (N,) scratch: a concept's local row
+
+    def __call__(self, pairs: torch.Tensor, b: int) -> float:
+        r = self.rows
+        loss = self.kernel.concept_step([r.tables[k] for k in self.names], [r.moments[k] for k in self.names],
+                                        self.lower, self.upper, r.last, self.mark, pairs.contiguous(), b, r.t,
+                                        r.lr, r.betas[0], r.betas[1], r.eps, r.window, r.EXACT_UNTIL, r.catch_up,
+                                        self.energy, self.gamma, self.normalize, self.cos_eps, self.loss,
+                                        self.margin)
+        r.t += 1
+        return loss
+

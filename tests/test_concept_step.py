@@ -1,0 +1,123 @@
+"""The compiled table-model step (orderlib/csrc/concept_step.cpp) against the PyTorch step it replaces."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from orderlib import kernels
+from orderlib.encoders.concepts import build_concept_model
+from orderlib.losses import LOSSES
+from orderlib.training import concept_step
+from orderlib.training.hypernymy import HypernymyConfig, _Stepper
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernel():
+    if kernels.concept_step_kernel() is None:
+        if os.environ.get("ORDERLIB_REQUIRE_FUSED") == "1":
+            pytest.fail(f"ORDERLIB_REQUIRE_FUSED=1 but {kernels.concept_step_status()}")
+        pytest.skip(kernels.concept_step_status())
+
+
+def _stepper(name, fused, n, dim=6, loss=None, optimizer="lazy_adam", margin=1.0, **kw):
+    cfg = HypernymyConfig(model=name, dim=dim, lr=0.01, margin=margin, seed=0, loss=loss, optimizer=optimizer,
+                          model_kwargs=kw)
+    model = build_concept_model(name, n, dim, 0, **kw).double()
+    with torch.no_grad():  # break the init's ties (equal variances): Adam turns a zero gradient's rounding
+        g = torch.Generator().manual_seed(1)  # noise into whole steps, which no two implementations share
+        for p in model.parameters():
+            p.mul_(1 + 0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+    model.constrain_all_()
+    return model, _Stepper(model, cfg, "cpu", fused), cfg
+
+
+def _train(name, fused, steps=4, n=60, b=8, k=1, idle_from=None, **kw):
+    """Steps on random pairs; rows >= n // 2 sit idle between the steps listed in idle_from (catch-up)."""
+    model, st, cfg = _stepper(name, fused, n, **kw)
+    model.init = {k: v.detach().clone() for k, v in model.named_parameters()}
+    base = LOSSES[cfg.loss or model.loss]
+    rng = np.random.default_rng(3)
+    losses = []
+    for s in range(steps):
+        hi = n if idle_from is None or s in idle_from else n // 2
+        pos = torch.as_tensor(rng.integers(0, hi, (b, 2)))
+        neg = torch.as_tensor(rng.integers(0, hi, (k * b, 2)))
+        losses.append(st.step(lambda e_pos, e_neg: base(e_pos, e_neg, cfg.margin), pos, neg))
+    return model, st, losses
+
+
+CASES = [
+    ("order-embeddings", {}),
+    ("order-embeddings", {"loss": "ranking_hinge"}),
+    ("order-embeddings (symmetric)", {}),
+    ("density order embeddings", {"gamma": 2.0, "margin": 5.0}),
+    ("density order embeddings", {"gamma": 2.0, "margin": 5.0, "var_min": 1e-3, "var_max": 1e-1}),
+    ("density order embeddings", {"gamma": 0.5, "margin": 5.0, "normalize": False, "var_init": 0.5}),
+]
+
+
+@pytest.mark.parametrize("name,kw", CASES)
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("optimizer", ["lazy_adam", "sparse_adam"])
+def test_fused_step_matches_pytorch_step(name, kw, k, optimizer):
+    # steps 0 and 4 touch every row, the others half of them: the catch-up rule moves the rest
+    ref, st_ref, l_ref = _train(name, False, steps=5, k=k, idle_from={0, 4}, optimizer=optimizer, **kw)
+    out, st_out, l_out = _train(name, True, steps=5, k=k, idle_from={0, 4}, optimizer=optimizer, **kw)
+    assert st_ref.fused is None and st_out.fused is not None
+    np.testing.assert_allclose(l_out, l_ref, rtol=1e-9)
+    for (n1, p1), p2 in zip(ref.named_parameters(), out.parameters()):
+        torch.testing.assert_close(p2, p1, rtol=0, atol=1e-6, msg=n1)
+        assert (p1 - ref.init[n1]).abs().max() > 1e-3  # it moved
+    assert st_out.rows.t == st_ref.rows.t == 5
+    assert torch.equal(st_out.rows.last, st_ref.rows.last)
+    for name_ in st_ref.rows.moments:
+        torch.testing.assert_close(st_out.rows.moments[name_], st_ref.rows.moments[name_], rtol=1e-5, atol=1e-9)
+
+
+def test_fused_step_keeps_constraints():
+    model, _, _ = _train("order-embeddings", True, steps=20, idle_from=set(range(0, 20, 3)))
+    assert (model.emb.weight >= 0).all()
+    model, _, _ = _train("density order embeddings", True, steps=20, gamma=0.0, margin=50.0, var_min=1e-3,
+                         var_max=1e-2, idle_from=set(range(0, 20, 3)))
+    lv = model.log_var.weight
+    assert (lv >= np.log(1e-3) - 1e-12).all() and (lv <= np.log(1e-2) + 1e-12).all()
+    assert lv.min() < lv.max()  # it moved within the box
+
+
+@pytest.mark.parametrize("exact_until", [2000, 30])
+def test_fused_catch_up_over_long_idle_spans(exact_until):
+    """Rows idle for more than the 128-step window, before and after the exact branch ends."""
+    def run(fused):
+        model, st, cfg = _stepper("order-embeddings", fused, n=40)
+        st.rows.EXACT_UNTIL = exact_until
+        base = LOSSES[model.loss]
+        rng = np.random.default_rng(0)
+        for s in range(330):
+            hi = 40 if s in (0, 150, 329) else 10  # rows >= 10 idle for 150 and 179 steps
+            pos, neg = torch.as_tensor(rng.integers(0, hi, (4, 2))), torch.as_tensor(rng.integers(0, hi, (4, 2)))
+            st.step(lambda e_pos, e_neg: base(e_pos, e_neg, cfg.margin), pos, neg)
+        st.flush()
+        return model.emb.weight.detach()
+
+    torch.testing.assert_close(run(True), run(False), rtol=0, atol=1e-6)
+
+
+def test_fused_step_chosen_where_it_applies():
+    _, st, _ = _stepper("order-embeddings", None, 10)
+    assert st.fused is not None  # the default where it applies
+    _, st, _ = _stepper("order-embeddings", False, 10)
+    assert st.fused is None
+    _, st, _ = _stepper("order-embeddings", None, 10, optimizer="adam")
+    assert st.fused is None  # dense Adam: the PyTorch step
+    with pytest.raises(RuntimeError, match="does not apply"):
+        _stepper("order-embeddings (bilinear)", True, 10)  # a dense W: no compiled form
+    assert not concept_step.applies(build_concept_model("box embeddings", 10, 4), "lazy_adam", "max_margin", "cpu")
+
+
+def test_fused_step_rejects_bad_pairs():
+    _, st, _ = _stepper("order-embeddings", True, 10)
+    with pytest.raises(RuntimeError, match="out of range"):
+        st.fused(torch.tensor([[0, 1], [3, 10]]), 1)
+    with pytest.raises(RuntimeError, match="B true"):
+        st.fused(torch.tensor([[0, 1], [3, 4], [5, 6]]), 2)
