@@ -4,9 +4,10 @@ Vendrov et al. ran seomoz/word2gauss for 200 epochs (50-d diagonal Gaussians, KL
 loss with margin 7 from a grid search). That code updates one (positive, corrupted) pair at a time
 with per-coordinate Adagrad, eta / (sqrt(sum g^2) + 1), gradients clipped at 10, means kept in a ball
 and variances in a box after each update. `orderlib/csrc/word2gauss.cpp` is that loop, compiled
-(about 1 s per epoch on one core), so the paper's 200 epochs fit in minutes. Positives are shuffled
-and negatives redrawn each epoch from an RNG seeded by (seed, epoch), as in `training.hypernymy`, so a
-resumed run is the run it continues; the epoch and threshold are chosen on dev.
+(about 1 s per epoch on one core, its sqrt vectorised by -fno-math-errno), so the paper's 200
+epochs fit in minutes. Positives are shuffled and negatives redrawn each epoch from an RNG seeded
+by (seed, epoch), as in `training.hypernymy`, so a resumed run is the run it continues; the epoch
+and threshold are chosen on dev.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from orderlib import penalties
 from orderlib.checkpoint import code_version, fingerprint
 from orderlib.data.hypernymy import HypernymyData
 from orderlib.encoders.concepts import ConceptModel
-from orderlib.kernels import W2G_SOURCE, word2gauss_kernel, word2gauss_status
+from orderlib.kernels import W2G_SOURCE, build_flags, word2gauss_kernel, word2gauss_status
 from orderlib.training.hypernymy import evaluate
 from orderlib.training import ThresholdResult, fit
 
@@ -110,7 +111,7 @@ def train_word2gauss(data: HypernymyData, cfg: Word2GaussConfig, checkpoint: Pat
 
     key = {**asdict(cfg), "code": code_version("orderlib.training.word2gauss", "orderlib.penalties",
                                                "orderlib.data.hypernymy", "orderlib.eval.threshold"),
-           "kernel": fingerprint(W2G_SOURCE.read_text()),
+           "kernel": fingerprint(W2G_SOURCE.read_text(), build_flags(W2G_SOURCE)),
            "data": fingerprint(data.protocol, data.n_nodes, data.train, data.dev, data.dev_labels, data.test,
                                data.test_labels, data.closure)}
     model.eval()
