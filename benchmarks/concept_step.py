@@ -1,8 +1,8 @@
 """Table 1's table models trained with the compiled step against the PyTorch step, in one run.
 
 orderlib/csrc/concept_step.cpp does one training step of order-embeddings, the symmetric (cosine)
-row and density order embeddings (energy, loss, hand-written gradient, lazy Adam with catch-up,
-constraint) in one C++ call; the PyTorch step (autograd over gathered rows, then RowAdam) does the
+row, density order embeddings and the two box rows (energy, loss, hand-written gradient, lazy Adam
+with catch-up, constraint) in one C++ call; the PyTorch step (autograd over gathered rows, then RowAdam) does the
 same arithmetic in ~50 small ATen calls. Each row is trained here both ways on notebook 01's data,
 settings and schedule (full preset: seed 0, the paper protocol on our split; density order
 embeddings at the notebook's dev choice, read from oe_table1_wordnet.meta.json), two jobs at a time
@@ -28,7 +28,7 @@ from orderlib.kernels import concept_step_status
 from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
 from orderlib.runs import run_paths
 
-METHODS = ["order-embeddings", "order-embeddings (symmetric)", exp.DOE]
+METHODS = ["order-embeddings", "order-embeddings (symmetric)", exp.DOE, "box embeddings", "Gumbel box embeddings"]
 STEPS = {False: "PyTorch (autograd + RowAdam)", True: "compiled (concept_step.cpp)"}
 SETTING = "paper"
 CHOSEN = Path(__file__).resolve().parents[1] / "reports" / "tables" / "oe_table1_wordnet.meta.json"
@@ -114,7 +114,8 @@ def main() -> None:
             "wall_time_s": time.perf_counter() - t0, "training": training_provenance(models, commit)}
     out = write_table("bench_concept_step", df, meta, paths.tables,
                       title="Table 1's table models: compiled training step vs PyTorch step", notes=notes)
-    print(df.pivot_table(index=["method", "seed", "step"], columns="metric", values="ours", sort=False))
+    with pd.option_context("display.width", 200, "display.max_columns", 10):
+        print(df.pivot_table(index=["method", "seed", "step"], columns="metric", values="ours", sort=False))
     print("wrote", out["csv"])
 
 

@@ -8,8 +8,14 @@
 //        cosine           E = 1 - cos(x_u, x_v)                         (Table 1's symmetric row)
 //        density_order    E = max(0, KL(N_u || N_v) - gamma), means used at unit norm (optional),
 //                         variances exp(log_var)               (Athiwaratkun & Wilson, ICLR 2018)
-//   4. the loss over them, max_margin (Eq. 4: mean E(pos) + mean max(0, m - E(neg))) or ranking_hinge
-//      (mean max(0, m + E(pos) - E(neg))), and its gradient, written by hand;
+//        box              E = log vol(u) - log vol(u meet v), hard meet, softplus volumes of
+//                         temperature t, sigmoid boxes lo = s(a), hi = lo + s(b)(1 - lo)
+//                                                  (Vilnis et al., ACL 2018; Li et al., ICLR 2019)
+//        gumbel_box       the same with the Gumbel meet (logsumexp corners of temperature beta)
+//                         and volumes offset by 2 gamma_E beta     (Dasgupta et al., NeurIPS 2020)
+//   4. the loss over them, max_margin (Eq. 4: mean E(pos) + mean max(0, m - E(neg))), ranking_hinge
+//      (mean max(0, m + E(pos) - E(neg))) or binary_cross_entropy (mean E(pos) - mean log(1 - e^-E(neg)),
+//      E(neg) floored at 1e-6), and its gradient, written by hand;
 //   5. Adam's step on the touched rows (Kingma & Ba), the model's constraint, and the write-back.
 // Same formulas and dtypes as the PyTorch path; sums run in another order, so results agree within
 // float rounding, not bit for bit. Single-threaded: Table 1 runs one process per core.
@@ -24,8 +30,9 @@
 namespace {
 
 constexpr double kTiny = 1e-30;  // the second moment's floor (optim._TINY)
-enum Energy : int64_t { kOrderViolation = 0, kCosine = 1, kDensityOrder = 2 };
-enum Loss : int64_t { kMaxMargin = 0, kRankingHinge = 1 };
+enum Energy : int64_t { kOrderViolation = 0, kCosine = 1, kDensityOrder = 2, kBox = 3, kGumbelBox = 4 };
+enum Loss : int64_t { kMaxMargin = 0, kRankingHinge = 1, kBinaryCrossEntropy = 2 };
+constexpr double kEulerGamma = 0.5772156649015329;
 
 struct Adam {
   double lr, b1, b2, eps;
@@ -202,6 +209,8 @@ void adam_write(std::vector<Table<T>>& tables, int64_t* last, const std::vector<
 template <typename T>
 struct RowCache {
   std::vector<T> unit, norm, var;
+  std::vector<T> lo, hi, sb, g_lo, g_hi;  // boxes: corners, s(side logit), gradients w.r.t. the corners
+  std::vector<T> vol, dvol, pair_f;       // boxes: log volumes, their slopes, per-pair meet factors
 };
 
 // Unit rows x / max(||x||, floor) and the clamped norms.
@@ -243,10 +252,18 @@ void unnormalise_grad(std::vector<T>& g, const std::vector<T>& x, const RowCache
 
 struct EnergyArgs {
   int64_t kind;
-  double gamma;     // density order: threshold
-  bool normalize;   // density order: means at unit norm
-  double eps;       // cosine: norm floor
+  double gamma = 0.0;        // density order: threshold
+  bool normalize = false;    // density order: means at unit norm
+  double eps = 1e-8;         // cosine: norm floor
+  double temperature = 1.0;  // boxes: volume temperature
+  double beta = 0.01;        // Gumbel boxes: meet temperature
+  double offset = 0.0;       // Gumbel boxes: 2 gamma_E beta subtracted from each side
 };
+
+template <typename T>
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
 
 template <typename T>
 void prepare_cache(const std::vector<Table<T>>& tables, const EnergyArgs& e, int64_t n_rows, int64_t dim,
@@ -259,11 +276,130 @@ void prepare_cache(const std::vector<Table<T>>& tables, const EnergyArgs& e, int
 #pragma omp simd
     for (int64_t j = 0; j < n_rows * dim; ++j) c.var[j] = std::exp(lv[j]);
   }
+  if (e.kind == kBox || e.kind == kGumbelBox) {
+    const int64_t n = n_rows * dim;
+    c.lo.resize(n);
+    c.hi.resize(n);
+    c.sb.resize(n);
+    c.g_lo.assign(n, T(0));
+    c.g_hi.assign(n, T(0));
+    const T* a = tables[0].cur.data();
+    const T* b = tables[1].cur.data();
+    for (int64_t j = 0; j < n; ++j) {
+      c.lo[j] = sigmoid(a[j]);
+      c.sb[j] = sigmoid(b[j]);
+      c.hi[j] = c.lo[j] + c.sb[j] * (T(1) - c.lo[j]);
+    }
+    box_row_volumes(c, e, n_rows, dim);
+  }
+}
+
+// log(softplus(x)) and its derivative together, one exp, log1p and log (see log_softplus).
+template <typename T>
+void log_softplus_d(T x, T& value, T& slope) {
+  if (x < T(-15)) {
+    value = x, slope = T(1);
+    return;
+  }
+  if (x > T(20)) {  // softplus(x) = x there (torch's threshold)
+    value = std::log(x), slope = T(1) / x;
+    return;
+  }
+  const T ex = std::exp(x);
+  const T sp = std::log1p(ex);
+  value = std::log(sp);
+  slope = x == T(-15) ? T(0) : ex / (T(1) + ex) / sp;  // at -15 the reference's clamp passes no gradient
+}
+
+// One corner of the Gumbel meet, beta * logaddexp(x / beta, y / beta) with sign +1 (min corners) or
+// sign * beta * logaddexp(sign * x / beta, sign * y / beta) with sign -1 (max corners), and its
+// derivative w.r.t. x (y's is 1 minus it): one exp and one log1p.
+template <typename T>
+void gumbel_corner(T x, T y, T beta, T sign, T& corner, T& dx) {
+  const T a = sign * x / beta, b = sign * y / beta;
+  const T q = std::exp(-std::abs(a - b));
+  corner = sign * beta * (std::max(a, b) + std::log1p(q));
+  dx = a > b ? T(1) / (T(1) + q) : (a < b ? q / (T(1) + q) : T(0.5));
+}
+
+// Per row: each box's log volume (the energy's first term) and d(log vol)/d(hi) per side.
+template <typename T>
+void box_row_volumes(RowCache<T>& c, const EnergyArgs& e, int64_t n_rows, int64_t dim) {
+  const T t = T(e.temperature), off = T(e.offset), log_t = std::log(t);
+  c.vol.resize(n_rows);
+  c.dvol.resize(n_rows * dim);
+  for (int64_t i = 0; i < n_rows; ++i) {
+    T sum = 0;
+    for (int64_t d = 0; d < dim; ++d) {
+      const int64_t j = i * dim + d;
+      T value, slope;
+      log_softplus_d((c.hi[j] - c.lo[j] - off) / t, value, slope);
+      sum += value + log_t;
+      c.dvol[j] = slope / t;
+    }
+    c.vol[i] = sum;
+  }
+}
+
+// E(u, v) = log vol(u) - log vol(u meet v) of pair p; keeps, per dimension, d(log vol(meet))/d(its hi)
+// and the meet corners' derivatives w.r.t. u's corners, for the gradient pass.
+template <typename T>
+T box_energy(RowCache<T>& c, const EnergyArgs& e, int64_t p, int64_t u, int64_t v, int64_t dim) {
+  const T t = T(e.temperature), off = T(e.offset), log_t = std::log(t), beta = T(e.beta);
+  T* f = c.pair_f.data() + p * 3 * dim;  // (3, D): slope of the meet's volume, dlo_u, dhi_u
+  T s = 0;
+  for (int64_t d = 0; d < dim; ++d) {
+    const T lo_u = c.lo[u * dim + d], hi_u = c.hi[u * dim + d], lo_v = c.lo[v * dim + d], hi_v = c.hi[v * dim + d];
+    T lo, hi, dlo, dhi;
+    if (e.kind == kBox) {  // torch.maximum / minimum: the larger (smaller) side's gradient, half each at a tie
+      lo = std::max(lo_u, lo_v);
+      hi = std::min(hi_u, hi_v);
+      dlo = lo_u > lo_v ? T(1) : (lo_u < lo_v ? T(0) : T(0.5));
+      dhi = hi_u < hi_v ? T(1) : (hi_u > hi_v ? T(0) : T(0.5));
+    } else {
+      gumbel_corner(lo_u, lo_v, beta, T(1), lo, dlo);
+      gumbel_corner(hi_u, hi_v, beta, T(-1), hi, dhi);
+    }
+    T value, slope;
+    log_softplus_d((hi - lo - off) / t, value, slope);
+    s += value + log_t;
+    f[d] = slope / t;
+    f[dim + d] = dlo;
+    f[2 * dim + d] = dhi;
+  }
+  return c.vol[u] - s;
+}
+
+template <typename T>
+void box_energy_grad(RowCache<T>& c, int64_t p, int64_t u, int64_t v, int64_t dim, T w) {
+  const T* f = c.pair_f.data() + p * 3 * dim;
+  for (int64_t d = 0; d < dim; ++d) {  // scalar: u == v is allowed here
+    const int64_t iu = u * dim + d, iv = v * dim + d;
+    const T ga = w * c.dvol[iu];  // through log vol(u)
+    const T gb = w * f[d];        // through log vol(u meet v)
+    const T dlo = f[dim + d], dhi = f[2 * dim + d];
+    c.g_hi[iu] += ga - gb * dhi;
+    c.g_lo[iu] += -ga + gb * dlo;
+    c.g_hi[iv] += -gb * (T(1) - dhi);
+    c.g_lo[iv] += gb * (T(1) - dlo);
+  }
+}
+
+// Gradients w.r.t. the corners -> gradients w.r.t. the logits: lo = s(a), hi = lo + s(b)(1 - lo).
+template <typename T>
+void box_logit_grads(std::vector<Table<T>>& tables, const RowCache<T>& c, int64_t n) {
+  T* ga = tables[0].grad.data();
+  T* gb = tables[1].grad.data();
+  for (int64_t j = 0; j < n; ++j) {
+    const T dlo = c.lo[j] * (T(1) - c.lo[j]);
+    ga[j] = (c.g_lo[j] + c.g_hi[j] * (T(1) - c.sb[j])) * dlo;
+    gb[j] = c.g_hi[j] * c.sb[j] * (T(1) - c.sb[j]) * (T(1) - c.lo[j]);
+  }
 }
 
 // E(u, v) for local row indices u (specific) and v (general); density order: also KL - gamma in *pre.
 template <typename T>
-T energy(const std::vector<Table<T>>& tables, const RowCache<T>& c, const EnergyArgs& e, int64_t u, int64_t v,
+T energy(const std::vector<Table<T>>& tables, RowCache<T>& c, const EnergyArgs& e, int64_t p, int64_t u, int64_t v,
          int64_t dim, T* pre) {
   if (e.kind == kOrderViolation) {
     const T* x = tables[0].cur.data() + u * dim;
@@ -284,6 +420,7 @@ T energy(const std::vector<Table<T>>& tables, const RowCache<T>& c, const Energy
     for (int64_t d = 0; d < dim; ++d) s += x[d] * y[d];
     return T(1) - s;
   }
+  if (e.kind == kBox || e.kind == kGumbelBox) return box_energy(c, e, p, u, v, dim);
   const T* mu_u = (e.normalize ? c.unit.data() : tables[0].cur.data()) + u * dim;
   const T* mu_v = (e.normalize ? c.unit.data() : tables[0].cur.data()) + v * dim;
   const T* var_u = c.var.data() + u * dim;
@@ -303,8 +440,12 @@ T energy(const std::vector<Table<T>>& tables, const RowCache<T>& c, const Energy
 // Add w * dE(u, v) to the gradient blocks (density order: d/d(unit means) and d/d(log_var);
 // cosine: d/d(unit rows); both mapped through the normalisation afterwards).
 template <typename T>
-void energy_grad(std::vector<Table<T>>& tables, const RowCache<T>& c, const EnergyArgs& e, int64_t u, int64_t v,
+void energy_grad(std::vector<Table<T>>& tables, RowCache<T>& c, const EnergyArgs& e, int64_t p, int64_t u, int64_t v,
                  int64_t dim, T w, T pre) {
+  if (e.kind == kBox || e.kind == kGumbelBox) {
+    box_energy_grad(c, p, u, v, dim, w);
+    return;
+  }
   if (e.kind == kOrderViolation) {
     const T* x = tables[0].cur.data() + u * dim;
     const T* y = tables[0].cur.data() + v * dim;
@@ -372,7 +513,9 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
   prepare_cache(tables, e, n_rows, dim, cache);
 
   std::vector<T> en(n_pairs), pre(n_pairs, T(0));
-  for (int64_t p = 0; p < n_pairs; ++p) en[p] = energy(tables, cache, e, local[2 * p], local[2 * p + 1], dim, &pre[p]);
+  if (e.kind == kBox || e.kind == kGumbelBox) cache.pair_f.resize(n_pairs * 3 * dim);
+  for (int64_t p = 0; p < n_pairs; ++p)
+    en[p] = energy(tables, cache, e, p, local[2 * p], local[2 * p + 1], dim, &pre[p]);
 
   // dL/dE: K blocks of B negatives, each aligned with the B true pairs; means over K * B terms
   const int64_t kb = n_pairs - b;
@@ -389,6 +532,12 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
         total += double(h);
         w[ni] -= inv;
       }
+    } else if (loss == kBinaryCrossEntropy) {  // -log(1 - e^-E) = -log(-expm1(-E)), E floored at 1e-6
+      total += double(en[pi]);
+      w[pi] += inv;
+      const T floored = std::max(en[ni], T(1e-6));
+      total -= double(std::log(-std::expm1(-floored)));
+      if (en[ni] > T(1e-6)) w[ni] -= inv / std::expm1(floored);
     } else {
       const T h = T(margin) + en[pi] - en[ni];
       if (h > T(0)) {
@@ -398,13 +547,18 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
       }
     }
   }
-  // E(u, u) is constant (zero) for every energy here, so a pair (u, u) has no gradient; skipping it
-  // also keeps the two rows of a pair distinct, which the vectorised gradient loops assume
+  // E(u, u) is constant (zero) for the order, cosine and density energies, so there a pair (u, u)
+  // has no gradient; skipping it keeps a pair's two rows distinct, which their vectorised gradient
+  // loops assume. Gumbel boxes' E(u, u) is not constant (their meet of u with itself is smaller than
+  // u); the box gradients run in a scalar loop that allows u == v.
+  const bool boxes = e.kind == kBox || e.kind == kGumbelBox;
   for (int64_t p = 0; p < n_pairs; ++p)
-    if (w[p] != T(0) && local[2 * p] != local[2 * p + 1]) energy_grad(tables, cache, e, local[2 * p], local[2 * p + 1], dim, w[p], pre[p]);
+    if (w[p] != T(0) && (boxes || local[2 * p] != local[2 * p + 1]))
+      energy_grad(tables, cache, e, p, local[2 * p], local[2 * p + 1], dim, w[p], pre[p]);
   if (e.kind == kCosine) unnormalise_grad(tables[0].grad, tables[0].cur, cache, n_rows, dim, T(e.eps));
   if (e.kind == kDensityOrder && e.normalize)
     unnormalise_grad(tables[0].grad, tables[0].cur, cache, n_rows, dim, T(1e-12));
+  if (e.kind == kBox || e.kind == kGumbelBox) box_logit_grads(tables, cache, n_rows * dim);
 
   adam_write(tables, last, rows, dim, t + 1, a);
   for (int64_t row : rows) mark[row] = -1;
@@ -419,12 +573,14 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
 double concept_step(std::vector<torch::Tensor> values, std::vector<torch::Tensor> moments,
                     std::vector<double> lower, std::vector<double> upper, torch::Tensor last, torch::Tensor mark,
                     torch::Tensor pairs, int64_t b, int64_t t, double lr, double b1, double b2, double eps,
-                    int64_t window, int64_t exact_until, bool catch_up, int64_t energy_kind, double gamma,
-                    bool normalize, double cos_eps, int64_t loss, double margin) {
-  const size_t n_tables = energy_kind == kDensityOrder ? 2 : 1;
+                    int64_t window, int64_t exact_until, bool catch_up, int64_t energy_kind,
+                    std::vector<double> energy_params, int64_t loss, double margin) {
+  const size_t n_tables = energy_kind >= kDensityOrder ? 2 : 1;
   TORCH_CHECK(values.size() == n_tables && moments.size() == n_tables && lower.size() == n_tables &&
                   upper.size() == n_tables, "concept_step: wrong number of tables for this energy");
-  TORCH_CHECK(energy_kind >= 0 && energy_kind <= 2 && loss >= 0 && loss <= 1, "concept_step: unknown energy or loss");
+  TORCH_CHECK(energy_kind >= 0 && energy_kind <= 4 && loss >= 0 && loss <= 2, "concept_step: unknown energy or loss");
+  const std::vector<size_t> n_params = {0, 1, 2, 1, 2};  // eps; gamma, normalize; t; beta, t
+  TORCH_CHECK(energy_params.size() == n_params[energy_kind], "concept_step: wrong number of energy parameters");
   const auto dtype = values[0].scalar_type();
   const int64_t n = values[0].size(0), dim = values[0].size(1);
   for (size_t i = 0; i < n_tables; ++i) {
@@ -445,7 +601,12 @@ double concept_step(std::vector<torch::Tensor> values, std::vector<torch::Tensor
   const int64_t* pp = pairs.data_ptr<int64_t>();
   for (int64_t i = 0; i < 2 * n_pairs; ++i) TORCH_CHECK(pp[i] >= 0 && pp[i] < n, "concept_step: pair index out of range");
   Adam a{lr, b1, b2, eps, window, exact_until, catch_up};
-  EnergyArgs e{energy_kind, gamma, normalize, cos_eps};
+  EnergyArgs e{energy_kind};
+  const auto& q = energy_params;
+  if (energy_kind == kCosine) e.eps = q[0];
+  if (energy_kind == kDensityOrder) e.gamma = q[0], e.normalize = q[1] != 0.0;
+  if (energy_kind == kBox) e.temperature = q[0];
+  if (energy_kind == kGumbelBox) e.beta = q[0], e.temperature = q[1], e.offset = 2 * kEulerGamma * q[0];
   double out = 0.0;
   AT_DISPATCH_FLOATING_TYPES(dtype, "concept_step", [&] {
     std::vector<Table<scalar_t>> tables(n_tables);

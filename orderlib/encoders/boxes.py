@@ -8,6 +8,8 @@ box-embeddings library), so every row is a valid box inside the unit cube after 
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -53,6 +55,10 @@ class BoxEmbedding(_SigmoidBoxes):
     def energy(self, u, v):
         return penalties.box_energy(*self.corners(u), *self.corners(v), self.temperature)  # (B,)
 
+    def fused_energy(self):
+        return {"energy": "box", "tables": ["lo.weight", "side.weight"], "bounds": [(-math.inf, math.inf)] * 2,
+                "params": [self.temperature]}
+
 
 class GumbelBoxEmbedding(_SigmoidBoxes):
     """Gumbel box embeddings (Dasgupta et al., NeurIPS 2020): the meet's corners by a logsumexp of
@@ -67,6 +73,10 @@ class GumbelBoxEmbedding(_SigmoidBoxes):
 
     def energy(self, u, v):
         return penalties.gumbel_box_energy(*self.corners(u), *self.corners(v), self.beta, self.temperature)
+
+    def fused_energy(self):
+        return {"energy": "gumbel_box", "tables": ["lo.weight", "side.weight"], "bounds": [(-math.inf, math.inf)] * 2,
+                "params": [self.beta, self.beta if self.temperature is None else self.temperature]}
 
 
 CONCEPT_MODELS.update({"box embeddings": BoxEmbedding, "Gumbel box embeddings": GumbelBoxEmbedding})

@@ -43,7 +43,8 @@ class ConceptModel(nn.Module):
 
     def fused_energy(self) -> dict | None:
         """Describe the energy for the compiled step (orderlib/training/concept_step.py): its name,
-        tables and per-table bounds (the constraint); None where the model has no compiled form."""
+        tables, per-table bounds (the constraint) and parameters (concept_step.ENERGIES gives their
+        order); None where the model has no compiled form."""
         return None
 
     @torch.no_grad()
@@ -74,7 +75,7 @@ class OrderEmbedding(ConceptModel):
         return block.clamp(min=0)
 
     def fused_energy(self):
-        return {"energy": "order_violation", "tables": ["emb.weight"], "bounds": [(0.0, math.inf)]}
+        return {"energy": "order_violation", "tables": ["emb.weight"], "bounds": [(0.0, math.inf)], "params": []}
 
 
 class SymmetricEmbedding(ConceptModel):
@@ -90,7 +91,7 @@ class SymmetricEmbedding(ConceptModel):
         return penalties.cosine_distance(self.emb(u), self.emb(v))
 
     def fused_energy(self):
-        return {"energy": "cosine", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)], "eps": 1e-8}
+        return {"energy": "cosine", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)], "params": [1e-8]}
 
 
 class BilinearEmbedding(ConceptModel):
@@ -181,8 +182,9 @@ class DensityOrderEmbedding(ConceptModel):
         return block
 
     def fused_energy(self):
-        return {"energy": "density_order", "tables": ["mu.weight", "log_var.weight"], "gamma": self.gamma,
-                "normalize": self.normalize, "bounds": [(-math.inf, math.inf), (self.log_var_min, self.log_var_max)]}
+        return {"energy": "density_order", "tables": ["mu.weight", "log_var.weight"],
+                "bounds": [(-math.inf, math.inf), (self.log_var_min, self.log_var_max)],
+                "params": [self.gamma, float(self.normalize)]}
 
 
 CONCEPT_MODELS = {

@@ -4,8 +4,8 @@ The PyTorch step (`hypernymy._Stepper`: gather, autograd, RowAdam) spends ~2 ms 
 small ATen calls; the kernel does the same arithmetic (energy, loss, hand-written gradient, lazy
 Adam with catch-up, constraint, write-back) in one pass over the touched rows. It keeps its state
 in the RowAdam it is given, so checkpoints are the same either way. Used where `applies` holds:
-a model whose `fused_energy()` is not None, row-wise Adam, no dense parameters, CPU, the
-max-margin or ranking-hinge loss; elsewhere, or with ORDERLIB_FUSED=0, the PyTorch step runs.
+a model whose `fused_energy()` is not None, row-wise Adam, no dense parameters, CPU, a loss in
+LOSSES; elsewhere, or with ORDERLIB_FUSED=0, the PyTorch step runs.
 """
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import torch
 from orderlib.kernels import concept_step_kernel
 from orderlib.optim import RowAdam
 
-ENERGIES = {"order_violation": 0, "cosine": 1, "density_order": 2}  # the kernel's energy codes
-LOSSES = {"max_margin": 0, "ranking_hinge": 1}  # the kernel's loss codes
+# the kernel's energy codes, and the parameters each takes (a model's fused_energy()["params"], in order)
+ENERGIES = {"order_violation": (0, []), "cosine": (1, ["eps"]), "density_order": (2, ["gamma", "normalize"]),
+            "box": (3, ["temperature"]), "gumbel_box": (4, ["beta", "temperature"])}
+LOSSES = {"max_margin": 0, "ranking_hinge": 1, "binary_cross_entropy": 2}  # the kernel's loss codes
 
 
 def applies(model, optimizer: str, loss: str, device: torch.device) -> bool:
@@ -38,10 +40,10 @@ class FusedStep:
         self.names = spec["tables"]
         self.lower = [lo for lo, _ in spec["bounds"]]
         self.upper = [hi for _, hi in spec["bounds"]]
-        self.energy = ENERGIES[spec["energy"]]
-        self.gamma = float(spec.get("gamma", 0.0))
-        self.normalize = bool(spec.get("normalize", False))
-        self.cos_eps = float(spec.get("eps", 1e-8))
+        self.energy, names = ENERGIES[spec["energy"]]
+        self.params = [float(x) for x in spec["params"]]
+        if len(self.params) != len(names):
+            raise ValueError(f"{spec['energy']} takes parameters {names}, got {spec['params']}")
         self.loss, self.margin, self.rows = LOSSES[loss], float(margin), rows
         n = rows.last.shape[0]
         self.mark = torch.full((n,), -1, dtype=torch.long)  # (N,) scratch: a concept's local row
@@ -51,8 +53,7 @@ class FusedStep:
         loss = self.kernel.concept_step([r.tables[k] for k in self.names], [r.moments[k] for k in self.names],
                                         self.lower, self.upper, r.last, self.mark, pairs.contiguous(), b, r.t,
                                         r.lr, r.betas[0], r.betas[1], r.eps, r.window, r.EXACT_UNTIL, r.catch_up,
-                                        self.energy, self.gamma, self.normalize, self.cos_eps, self.loss,
-                                        self.margin)
+                                        self.energy, self.params, self.loss, self.margin)
         r.t += 1
         return loss
 
