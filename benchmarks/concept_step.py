@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
 from orderlib.experiments import oe_wordnet as exp
 from orderlib.kernels import concept_step_status
 from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
@@ -87,12 +86,7 @@ def main() -> None:
     ap.add_argument("--workers", default="auto")
     args = ap.parse_args()
     t0, commit = time.perf_counter(), git_commit()
-    cfg = exp.PRESETS[args.preset]
-    workers = exp.resolve_workers(args.workers if args.workers == "auto" else int(args.workers), "cpu")
-    ensure_wordnet(cfg["wordnet"])
-    graph = load_noun_graph(cfg["wordnet"])
-    exp._DATA.clear()
-    exp._DATA[SETTING] = exp.setting_data(graph, SETTING, cfg)
+    cfg, graph, workers = exp.load_setting(args.preset, SETTING, args.workers)
     paths = run_paths("bench_concept_step", args.preset)
     jobs = jobs_for(cfg, args.seeds, paths.checkpoints)
     results = exp.run_jobs(jobs, workers)

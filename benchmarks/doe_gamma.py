@@ -22,7 +22,6 @@ import time
 
 import pandas as pd
 
-from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
 from orderlib.experiments import oe_wordnet as exp
 from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
 from orderlib.runs import run_paths
@@ -74,12 +73,7 @@ def main() -> None:
     ap.add_argument("--workers", default="auto")
     args = ap.parse_args()
     t0, commit = time.perf_counter(), git_commit()
-    cfg = exp.PRESETS[args.preset]
-    workers = exp.resolve_workers(args.workers if args.workers == "auto" else int(args.workers), "cpu")
-    ensure_wordnet(cfg["wordnet"])
-    graph = load_noun_graph(cfg["wordnet"])
-    exp._DATA.clear()
-    exp._DATA[args.setting] = exp.setting_data(graph, args.setting, cfg)
+    cfg, graph, workers = exp.load_setting(args.preset, args.setting, args.workers)
     paths = run_paths("oe_table1_doe_gamma", args.preset)  # full: reports/; others: runs/<preset>/
 
     def run(seeds, gammas, schedule=None, kinds=((),)):  # every (kinds, gamma, seed) in one parallel batch

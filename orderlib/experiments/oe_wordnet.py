@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from orderlib.checkpoint import fingerprint, load_checkpoint
 from orderlib.data.hypernymy import HypernymyData, authors_split, make_splits, transitive_closure_predict
-from orderlib.data.wordnet import NounGraph
+from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph
 from orderlib.encoders.hyperbolic import init_from_poincare
 from orderlib.params import boolean, device, one_of, subset_of
 from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
@@ -202,6 +202,18 @@ def setting_data(graph: NounGraph, setting: str, cfg: dict) -> HypernymyData:
 
 
 _DATA: dict[str, HypernymyData] = {}  # this process's data by setting (filled by run_table1 / workers)
+
+
+def load_setting(preset: str, setting: str, workers="auto") -> tuple[dict, NounGraph, int]:
+    """Install and load WordNet for `preset`, put `setting`'s data where run_jobs' workers find it,
+    and resolve `workers` ("auto" or a count, as a string from a command line too); for scripts
+    that run jobs of one setting (benchmarks/)."""
+    cfg = PRESETS[preset]
+    ensure_wordnet(cfg["wordnet"])
+    graph = load_noun_graph(cfg["wordnet"])
+    _DATA.clear()
+    _DATA[setting] = setting_data(graph, setting, cfg)
+    return cfg, graph, resolve_workers(workers if workers == "auto" else int(workers), "cpu")
 
 
 def _init_worker(data: dict[str, HypernymyData]) -> None:
