@@ -149,16 +149,16 @@ def test_the_launcher_builds_what_the_notebooks_build():
     """orderlib.tools.train_parallel copies the notebooks' config and checkpoint lines: keep them in step."""
     launcher = (REPO / "orderlib/tools/train_parallel.py").read_text()
     for notebook, lines in {
-        "03_oe_table2_retrieval": ['cfg = {**exp.PRESETS[PRESET], "data": DATA, **({"rows": rows} if rows else {})}',
+        "03_oe_table2_retrieval": ['cfg = {**exp.PRESETS[PRESET], "data": DATA, "matmul": MATMUL, **({"rows": rows} if rows else {})}',
                                    'paths = run_paths(f"oe_retrieval_{DATA}", PRESET)'],
-        "02_oe_table3_snli": ['cfg = {**exp.PRESETS[PRESET], "data": DATA}', 'cfg["datasets"] = ["snli"]',
+        "02_oe_table3_snli": ['cfg = {**exp.PRESETS[PRESET], "data": DATA, "matmul": MATMUL}', 'cfg["datasets"] = ["snli"]',
                               'paths = run_paths("oe_table3_snli", PRESET)']}.items():
         cells = json.loads((REPO / f"notebooks/{notebook}.ipynb").read_text())["cells"]
         source = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
         for line in lines:
             assert line in source, (notebook, line)
             ours = line.replace("PRESET]", "args.preset]").replace(", PRESET)", ", args.preset)")
-            ours = ours.replace('"data": DATA', '"data": args.data').replace("{DATA}", "{args.data}")
+            ours = ours.replace('"data": DATA', '"data": args.data').replace('"matmul": MATMUL', '"matmul": args.matmul').replace("{DATA}", "{args.data}")
             assert ours in launcher, (notebook, ours)
 
 

@@ -28,6 +28,7 @@ from orderlib.eval.retrieval import TIE_COLUMNS, TIES, evaluate_retrieval, rank_
 from orderlib.params import ParameterError, device, existing, one_of, positive_int, subset_of, validate
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
+from orderlib.precision import MODES
 from orderlib.reports import model_record
 from orderlib.training.retrieval import (CaptionedImages, RetrievalConfig, RetrievalData, embed, prepare,
                                       train_retrieval_model)
@@ -62,9 +63,9 @@ EXTRA_ROWS = [r for r in ROWS if not r.startswith("order-embeddings")]
 
 _PAPER = dict(word_dim=300, dim=1024, batch=128, lr=1e-3, clip=2.0)  # Section 4.4
 PRESETS = {
-    "full": dict(_PAPER, epochs=15, patience=4, seed=0, data="scenes", n_train=10000, n_dev=1000, n_test=5000,
+    "full": dict(_PAPER, matmul="auto", epochs=15, patience=4, seed=0, data="scenes", n_train=10000, n_dev=1000, n_test=5000,
                  cnn=dict(epochs=5), cnn_items=50000, rows=list(ROWS)),
-    "small": dict(_PAPER, word_dim=32, dim=64, epochs=3, patience=3, seed=0, data="scenes", n_train=1000,
+    "small": dict(_PAPER, matmul="auto", word_dim=32, dim=64, epochs=3, patience=3, seed=0, data="scenes", n_train=1000,
                   n_dev=500, n_test=1000, cnn=dict(epochs=1), cnn_items=10000, rows=list(ROWS)),
 }
 
@@ -72,7 +73,7 @@ PRESETS = {
 def check_parameters(**params) -> dict:
     """Validate the Table 2 / Section 4.6 / Figure 4 notebook parameters before any work (see
     orderlib.params): presets, data, rows, and a precomp folder's files and test size."""
-    spec = {"PRESET": one_of(PRESETS), "DATA": one_of(["scenes", "precomp"]), "DATA_DIR": existing("dir"),
+    spec = {"PRESET": one_of(PRESETS), "MATMUL": one_of(MODES), "DATA": one_of(["scenes", "precomp"]), "DATA_DIR": existing("dir"),
             "DEVICE": device, "ROWS": subset_of(ROWS, allow_none=True), "PAIRS": positive_int}
     out = validate(spec, **params)
     if out.get("DATA") == "precomp":
@@ -154,7 +155,7 @@ def precomp_retrieval_data(folder: Path, crop: str = "10crop", min_count: int = 
 def row_config(method: str, cfg: dict) -> RetrievalConfig:
     fields, _ = ROWS[method]
     keys = ("word_dim", "dim", "batch", "lr", "clip", "epochs", "patience", "seed")
-    return RetrievalConfig(**{k: cfg[k] for k in keys}, **fields)
+    return RetrievalConfig(**{k: cfg[k] for k in keys}, **fields, matmul=cfg.get("matmul", "fp32"))
 
 
 @dataclass

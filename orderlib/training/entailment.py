@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from orderlib import distributed as ddp
+from orderlib import distributed as ddp, precision
 from orderlib.data.entailment import PairSet, tokenize
 from orderlib.encoders.entailment import build_entailment_model, entailment_loss
 from orderlib.encoders.sentence import Vocab
@@ -19,7 +19,7 @@ from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import ThresholdResult, fit
 
 TRAINER_CODE = ("orderlib.training.entailment", "orderlib.training.loop", "orderlib.distributed",
-                "orderlib.encoders.entailment", "orderlib.encoders.sentence", "orderlib.eval.threshold")
+                "orderlib.encoders.entailment", "orderlib.encoders.sentence", "orderlib.eval.threshold", "orderlib.precision")
 
 
 @dataclass
@@ -34,6 +34,7 @@ class EntailmentConfig:
     clip: float = 2.0  # global gradient-norm clip
     patience: int = 3  # epochs without a better held-out accuracy before stopping
     seed: int = 0
+    matmul: str = "fp32"  # precision of training's matrix products (orderlib.precision): "fp32", "bf16", "auto"
 
 
 @dataclass
@@ -152,12 +153,15 @@ def train_entailment_model(data: EntailmentData, cfg: EntailmentConfig, device="
     model = _build(cfg, len(data.vocab), device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     replica = ddp.wrap(model) if distributed else None
-    key = {**asdict(cfg), "code": code_version(*TRAINER_CODE),
+    matmul = precision.resolve(cfg.matmul, device)
+    key = {**asdict(cfg), "matmul": matmul, "code": code_version(*TRAINER_CODE),
            "data": fingerprint(data.vocab.words, *(getattr(s, f) for s in (data.train, data.holdout)
                                                    for f in ("p", "pl", "h", "hl", "positive")))}
-    fitted = fit(model, opt, key,
-                 lambda epoch: train_epoch(model, opt, data, cfg, epoch, device, progress and ddp.is_main(), replica),
-                 lambda: held_out(model, data, device), "dev_accuracy", cfg.epochs, cfg.patience, checkpoint,
-                 progress, cfg.model, distributed)
+    with precision.matmul_precision(matmul, device):  # training and its held-out checks; test in fp32
+        fitted = fit(model, opt, key,
+                     lambda epoch: train_epoch(model, opt, data, cfg, epoch, device, progress and ddp.is_main(),
+                                               replica),
+                     lambda: held_out(model, data, device), "dev_accuracy", cfg.epochs, cfg.patience, checkpoint,
+                     progress, cfg.model, distributed)
     ev = evaluate(model, data, device)
     return ThresholdResult.of(model, fitted, ev)

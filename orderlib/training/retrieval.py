@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from orderlib import distributed as ddp
+from orderlib import distributed as ddp, precision
 from orderlib.encoders.joint import JointEmbedding
 from orderlib.encoders.sentence import Vocab
 from orderlib.eval.retrieval import evaluate_retrieval
@@ -21,7 +21,8 @@ from orderlib.training import fit
 CAPTIONS_PER_IMAGE = 5
 # The code that determines a trained model: its checkpoints are keyed by this code's version.
 TRAINER_CODE = ("orderlib.training.retrieval", "orderlib.training.loop", "orderlib.distributed", "orderlib.encoders.joint",
-                "orderlib.encoders.sentence", "orderlib.encoders.image", "orderlib.losses", "orderlib.penalties")
+                "orderlib.encoders.sentence", "orderlib.encoders.image", "orderlib.losses", "orderlib.penalties",
+                "orderlib.precision")
 
 
 @dataclass
@@ -38,6 +39,7 @@ class RetrievalConfig:
     epochs: int = 15
     patience: int = 5
     seed: int = 0
+    matmul: str = "fp32"  # precision of training's matrix products (orderlib.precision): "fp32", "bf16", "auto"
 
 
 @dataclass
@@ -198,12 +200,14 @@ def train_retrieval_model(data: RetrievalData, cfg: RetrievalConfig, device="cpu
         m = evaluate(model, data.dev, name=f"{label}, dev split")
         return {"dev_score": dev_score(m), "dev_rsum": m["rsum"]}
 
-    key = {**asdict(cfg), "vocab": len(data.vocab), "feature_dim": data.feature_dim, "code": code_version(*TRAINER_CODE),
+    matmul = precision.resolve(cfg.matmul, device)
+    key = {**asdict(cfg), "matmul": matmul, "vocab": len(data.vocab), "feature_dim": data.feature_dim, "code": code_version(*TRAINER_CODE),
            "data": fingerprint(data.vocab.words, *(getattr(s, f) for s in (data.train, data.dev)
                                                    for f in ("features", "tokens", "lengths")))}
-    fitted = fit(model, opt, key,
-                 lambda epoch: train_epoch(model, opt, data, cfg, epoch, progress and ddp.is_main(), encoders),
-                 held_out, "dev_score", cfg.epochs, cfg.patience, checkpoint, progress, label, distributed)
+    with precision.matmul_precision(matmul, device):  # training and its dev checks; test is scored in fp32
+        fitted = fit(model, opt, key,
+                     lambda epoch: train_epoch(model, opt, data, cfg, epoch, progress and ddp.is_main(), encoders),
+                     held_out, "dev_score", cfg.epochs, cfg.patience, checkpoint, progress, label, distributed)
     model.eval()
     return RetrievalResult(model, fitted.history, fitted.best_epoch, fitted.best_score, fitted.seconds,
                            fitted.resumed, fitted.trained_at)
