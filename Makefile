@@ -55,6 +55,7 @@ bench: bench-penalty
 	$(PY) benchmarks/hypernymy_optimizer.py
 	$(PY) benchmarks/word2gauss_loop.py
 	$(PY) benchmarks/concept_step.py
+	$(PY) benchmarks/gru_step.py
 
 bench-penalty: data
 	$(PY) benchmarks/penalty.py

@@ -3,11 +3,12 @@ products are rounded (their sums stay float32), as mixed-precision training does
 
 Modes (a trainer config's `matmul`):
 - "fp32": float32 products (PyTorch's default);
-- "bf16": on CPU, oneDNN's products take bfloat16 inputs (AMX or AVX-512 BF16 units, about 4x the
-  float32 rate on a 128 x 1024 by 1024 x 3072 product here; benchmarks/gru_step.py);
+- "bf16": on CPU, oneDNN's products take bfloat16 inputs (AMX tiles or AVX-512 BF16 dot products;
+  about 4x the float32 rate of a (128, 1024) x (1024, 3072) product on a 2-core Xeon with AMX;
+  benchmarks/gru_step.py times a training step);
 - "tf32": on CUDA, TensorFloat-32 products (Ampere and later);
-- "auto": "bf16" on a CPU with AMX tiles, "tf32" on a CUDA device of compute capability >= 8,
-  else "fp32".
+- "auto": "bf16" on a CPU with bfloat16 dot products (AVX-512 BF16, which every CPU with AMX has),
+  "tf32" on a CUDA device of compute capability >= 8, else "fp32".
 A run records the mode it resolved to (checkpoint key, report provenance): models trained in
 different modes are different models.
 """
@@ -27,7 +28,7 @@ def resolve(mode: str, device) -> str:
     dev = torch.device(device)
     if mode == "auto":
         if dev.type == "cpu":
-            return "bf16" if torch.cpu._is_amx_tile_supported() else "fp32"
+            return "bf16" if torch.cpu._is_avx512_bf16_supported() else "fp32"
         if dev.type == "cuda":
             return "tf32" if torch.cuda.get_device_capability(dev)[0] >= 8 else "fp32"
         return "fp32"

@@ -5,12 +5,12 @@ import torch
 
 from orderlib import precision
 
-AMX = torch.cpu._is_amx_tile_supported()
+BF16 = torch.cpu._is_avx512_bf16_supported()
 
 
 def test_modes_resolve_by_device_and_refuse_the_wrong_backend():
     assert precision.resolve("fp32", "cpu") == "fp32"
-    assert precision.resolve("auto", "cpu") == ("bf16" if AMX else "fp32")
+    assert precision.resolve("auto", "cpu") == ("bf16" if BF16 else "fp32")
     with pytest.raises(ValueError, match="unknown matmul precision 'fp16'"):
         precision.resolve("fp16", "cpu")
     with pytest.raises(ValueError, match="CUDA's"):
@@ -28,7 +28,7 @@ def test_the_flag_is_set_inside_and_restored_after_even_on_error():
     assert torch.backends.mkldnn.matmul.fp32_precision == before
 
 
-@pytest.mark.skipif(not torch.cpu._is_avx512_bf16_supported(), reason="no bf16 matrix units on this CPU")
+@pytest.mark.skipif(not BF16, reason="no bf16 matrix units on this CPU")
 def test_bf16_products_round_their_inputs_and_keep_float32_sums():
     g = torch.Generator().manual_seed(0)
     a, w = torch.randn(64, 512, generator=g), torch.randn(256, 512, generator=g)
@@ -54,6 +54,6 @@ def test_retrieval_checkpoints_are_keyed_by_the_resolved_mode(tmp_path):
     assert not first.resumed
     again = train_retrieval_model(data, cfg, checkpoint=ckpt, progress=False)
     assert again.resumed
-    if AMX:
+    if BF16:
         other = train_retrieval_model(data, replace(cfg, matmul="auto"), checkpoint=ckpt, progress=False)
         assert not other.resumed  # auto is bf16 here: a different model

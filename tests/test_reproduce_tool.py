@@ -73,6 +73,8 @@ def test_a_partial_run_keeps_the_other_notebooks_rows_with_the_commit_that_timed
     wall = df[df.metric == "wall time (min)"].set_index("method")
     assert wall.ours["total"] == 1.25 and dict(wall["timed at"]) == {"00_a": "1111111", "01_b": "2222222", "total": ""}
     assert set(df[df.metric == "previous / this wall time"].method) == {"01_b"}
+    assert dict(wall["timed on"]) == {"00_a": "x", "01_b": "", "total": ""}  # the machine of each row's run
+    assert R.short_device("cpu:Intel(R) Xeon(R) Processor (2 threads)") == "Intel Xeon, 2 threads"
 
 
 def test_a_notebook_that_fails_after_writing_a_report_marks_it_and_keeps_the_finished_timings(tmp_path, monkeypatch):

@@ -34,6 +34,9 @@ REPORTS = {
                             "benchmarks/doe_gamma.py", [], "real WordNet 3.1, full scale"),
     "bench_concept_step": ("Vendrov et al. 2016", "Table 1's compiled training step for table models (benchmark)",
                            "benchmarks/concept_step.py", [], "real WordNet 3.1, full scale"),
+    "bench_gru_step": ("Vendrov et al. 2016", "Tables 2 and 3's GRU training step: implementation and matrix-product "
+                       "precision (benchmark)", "benchmarks/gru_step.py", [],
+                       "real SNLI 1.0 and Fashion-MNIST Scenes captions"),
     "oe_word2gauss_speed": ("Vendrov et al. 2016", "Table 1's word2gauss loop (benchmark)",
                             "benchmarks/word2gauss_loop.py", [], "real WordNet 3.1"),
     "bench_penalty": ("Vendrov et al. 2016", "all-pairs order violation (benchmark)", "benchmarks/penalty.py",

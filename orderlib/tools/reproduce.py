@@ -115,6 +115,14 @@ def carried_runs(tables: Path, timed: set[str]) -> list[dict]:
     return out
 
 
+def short_device(description: str | None) -> str:
+    """'cpu:Intel(R) Xeon(R) Processor (2 threads)' -> 'Intel Xeon, 2 threads' (empty if unknown)."""
+    if not description:
+        return ""
+    d = description.split(":", 1)[-1].replace("(R)", "").replace("(TM)", "").replace(" Processor", "")
+    return " ".join(d.replace("(", ", ").replace(")", "").split()).replace(" ,", ",")
+
+
 def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
     """Long format: per notebook (and the total) wall time, share, model counts, training time and,
     where the previous run timed it, that time and the ratio previous / now."""
@@ -125,7 +133,7 @@ def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
                       "train_seconds": sum(x["train_seconds"] for x in runs), "recorded": True}]:
         def add(metric, value):
             rows.append({"method": r["notebook"], "metric": metric, "paper": None, "ours": value,
-                         "timed at": r.get("commit", "")[:7]})
+                         "timed at": r.get("commit", "")[:7], "timed on": short_device(r.get("device"))})
         add("wall time (min)", r["seconds"] / 60)
         add("share of the run's wall time (%)", 100 * r["seconds"] / total if total else None)
         if r["recorded"]:
@@ -166,6 +174,10 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
     if carried:
         notes += (f" Rows of {', '.join(r['notebook'] for r in carried)} were timed by an earlier run and kept "
                   "(column 'timed at'); the total adds runs made at different commits.")
+    machines = sorted({short_device(r.get("device")) for r in runs} - {""})
+    if len(machines) > 1:
+        notes += (f" The rows were timed on different machines ({'; '.join(machines)}; column 'timed on'): "
+                  "compare a row with another only on the same machine.")
     write_table(TABLE_ID, df, meta, tables, title="make reproduce: wall time per notebook", notes=notes)
     return df
 
