@@ -36,6 +36,11 @@ def test_tensor_composer_is_eq_4_and_5():
     h = torch.stack([x @ comp.V[i] @ x for i in range(3)])
     want = comp.proj(torch.nn.functional.leaky_relu(h + comp.W(x), 0.1))
     assert torch.allclose(comp(torch.tensor([[1, 2]]))[0], want, atol=1e-5)
+    pairs = torch.tensor([[1, 2], [3, 0], [0, 4], [1, 2]])  # a batch: each row its own x^T V_i x
+    xs = torch.cat([comp.words.weight[pairs[:, 0]], comp.words.weight[N_A + pairs[:, 1]]], 1)
+    hs = torch.stack([torch.stack([x @ comp.V[i] @ x for i in range(3)]) for x in xs])
+    want = comp.proj(torch.nn.functional.leaky_relu(hs + comp.W(xs), 0.1))
+    assert torch.allclose(comp(pairs), want, atol=1e-5)
 
 
 def test_rnn_composer_encodes_single_words():
