@@ -104,3 +104,22 @@ def test_a_notebook_that_fails_after_writing_a_report_marks_it_and_keeps_the_fin
     import pytest
     with pytest.raises(ValueError, match="devise_zeroshot: written by a run of 01_bad.ipynb that then failed"):
         report_index.render(tmp_path / "root")
+
+
+def test_a_previous_time_from_another_machine_is_no_baseline(tmp_path):
+    from orderlib.reports import device_description
+    here = device_description("cpu")
+    nb = tmp_path / "00_a.ipynb"
+    nb.write_text("{}")
+    run = lambda: [{"notebook": "00_a.ipynb", "seconds": 60.0, "models": 0, "trained": 0,  # noqa: E731
+                    "train_seconds": 0.0, "recorded": False, "reports": []}]
+    for previous_machine, compared in (("cpu:Some Other CPU (2 threads)", False), (here, True)):
+        R.write_bench(run(), tmp_path, "full", [nb], "3333333cccc", {}, "")  # the previous run, then re-labelled
+        meta = json.loads((tmp_path / f"{R.TABLE_ID}.meta.json").read_text())
+        meta["notebooks"]["00_a.ipynb"]["device"] = previous_machine
+        (tmp_path / f"{R.TABLE_ID}.meta.json").write_text(json.dumps(meta))
+        before, before_commit = R.previous_times(tmp_path)
+        df = R.write_bench(run(), tmp_path, "full", [nb], "4444444dddd", before, before_commit)
+        assert ("previous / this wall time" in set(df.metric)) == compared
+        notes = (tmp_path / f"{R.TABLE_ID}.md").read_text()
+        assert ("on another machine (Some Other CPU, 2 threads)" in notes) == (not compared)

@@ -78,6 +78,15 @@ def mark_failed(tables: Path, since: float, notebook: str, error: str, commit: s
     return marked
 
 
+def previous_devices(tables: Path) -> dict[str, str]:
+    """The machine that timed each notebook of the last bench_reproduce under `tables` (where recorded)."""
+    meta = tables / f"{TABLE_ID}.meta.json"
+    if not meta.exists():
+        return {}
+    m = json.loads(meta.read_text())
+    return {nb: info.get("device") or m.get("device") for nb, info in m.get("notebooks", {}).items()}
+
+
 def previous_times(tables: Path) -> tuple[dict[str, float], str]:
     """Wall time (s) per notebook in the last bench_reproduce under `tables`, and its commit."""
     csv, meta = tables / f"{TABLE_ID}.csv", tables / f"{TABLE_ID}.meta.json"
@@ -155,9 +164,13 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
         r["commit"], r["device"] = commit, device_description("cpu")
     timed = {r["notebook"] for r in runs}
     carried = carried_runs(tables, timed)
+    # Compare only what this run timed (a carried row's previous time is its own), and only with a
+    # previous time taken on this machine: another machine's time is no baseline.
+    here, then = device_description("cpu"), previous_devices(tables)
+    other_machine = sorted(k for k in before if k in timed and then.get(k) != here)
+    comparable = {k: v for k, v in before.items() if k in timed and k not in other_machine}
     runs = sorted(carried + runs, key=lambda r: r["notebook"])
-    # Compare only what this run timed: a carried row's previous time is its own.
-    df = bench_table(runs, {k: v for k, v in before.items() if k in timed})
+    df = bench_table(runs, comparable)
     fp = hashlib.sha256(b"".join(Path(nb).read_bytes() for nb in notebooks)).hexdigest()
     meta = {"preset": preset, "seed": "each notebook's own", "device": device_description("cpu"),
             "git_commit": commit, "data_source": "each notebook's own (see its reports' .meta.json)",
@@ -171,6 +184,10 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
              "only. ")
     notes += (f"'previous run' is the bench_reproduce this run replaced (commit {before_commit[:7]})."
               if before_commit else "No previous bench_reproduce to compare with.")
+    if other_machine:
+        notes += (f" {', '.join(other_machine)}: the previous run timed {'it' if len(other_machine) == 1 else 'them'} "
+                  f"on another machine ({'; '.join(sorted({short_device(then.get(k)) or 'unknown' for k in other_machine}))}), "
+                  "so no previous time or ratio is given.")
     if carried:
         notes += (f" Rows of {', '.join(r['notebook'] for r in carried)} were timed by an earlier run and kept "
                   "(column 'timed at'); the total adds runs made at different commits.")
