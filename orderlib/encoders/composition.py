@@ -77,8 +77,7 @@ class TensorComposer(Composer):
     def forward(self, pairs: torch.Tensor) -> torch.Tensor:
         a, o = self.pair_words(pairs)
         x = torch.cat([a, o], 1)  # (B, 2d)
-        k, n = self.V.shape[:2]
-        h = (torch.bmm(x.expand(k, *x.shape), self.V) * x).sum(-1).T  # (B, k): x^T V_i x, Eq. 4
+        h = (torch.bmm(x.expand(len(self.V), *x.shape), self.V) * x).sum(-1).T  # (B, k): x^T V_i x, Eq. 4
         return self.proj(F.leaky_relu(h + self.W(x), 0.1))  # Eq. 5
 
 

@@ -160,19 +160,20 @@ def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
 def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Path], commit: str,
                 before: dict[str, float], before_commit: str) -> pd.DataFrame:
     """Write bench_reproduce from this run's timed notebooks and the previous table's other rows."""
+    here = device_description("cpu")
     for r in runs:
-        r["commit"], r["device"] = commit, device_description("cpu")
+        r["commit"], r["device"] = commit, here
     timed = {r["notebook"] for r in runs}
     carried = carried_runs(tables, timed)
     # Compare only what this run timed (a carried row's previous time is its own), and only with a
     # previous time taken on this machine: another machine's time is no baseline.
-    here, then = device_description("cpu"), previous_devices(tables)
+    then = previous_devices(tables)
     other_machine = sorted(k for k in before if k in timed and then.get(k) != here)
     comparable = {k: v for k, v in before.items() if k in timed and k not in other_machine}
     runs = sorted(carried + runs, key=lambda r: r["notebook"])
     df = bench_table(runs, comparable)
     fp = hashlib.sha256(b"".join(Path(nb).read_bytes() for nb in notebooks)).hexdigest()
-    meta = {"preset": preset, "seed": "each notebook's own", "device": device_description("cpu"),
+    meta = {"preset": preset, "seed": "each notebook's own", "device": here,
             "git_commit": commit, "data_source": "each notebook's own (see its reports' .meta.json)",
             "data_fingerprint": fp, "wall_time_s": sum(r["seconds"] for r in runs if r["notebook"] in timed),
             "notebooks": {r["notebook"]: {"reports": r["reports"], "seconds": round(r["seconds"], 1),
