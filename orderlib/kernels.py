@@ -82,7 +82,7 @@ def _build(source: Path):
             tmp.write_bytes(source.read_bytes())
             os.replace(tmp, copy)
         return load(name=name, sources=[str(copy)], build_directory=str(build_dir),
-                    extra_cflags=build_flags(source), extra_ldflags=["-fopenmp"], verbose=False)
+                    extra_cflags=build_flags(source), extra_ldflags=["-fopenmp", "-lm"], verbose=False)
     finally:
         os.environ["PATH"] = old_path
 

@@ -13,10 +13,13 @@
 //                                                  (Vilnis et al., ACL 2018; Li et al., ICLR 2019)
 //        gumbel_box       the same with the Gumbel meet (logsumexp corners of temperature beta)
 //                         and volumes offset by 2 gamma_E beta     (Dasgupta et al., NeurIPS 2020)
+//        bilinear         E = -(x_u^T W x_v + b), W (D, D) and b dense  (Socher et al., NIPS 2013)
 //   4. the loss over them, max_margin (Eq. 4: mean E(pos) + mean max(0, m - E(neg))), ranking_hinge
 //      (mean max(0, m + E(pos) - E(neg))) or binary_cross_entropy (mean E(pos) - mean log(1 - e^-E(neg)),
 //      E(neg) floored at 1e-6), and its gradient, written by hand;
 //   5. Adam's step on the touched rows (Kingma & Ba), the model's constraint, and the write-back.
+//      Dense parameters (bilinear's W and b) get their gradient only, written to the caller's
+//      tensors: the caller steps them with torch.optim.Adam, as the PyTorch path does.
 // Same formulas and dtypes as the PyTorch path; sums run in another order, so results agree within
 // float rounding, not bit for bit. Single-threaded: Table 1 runs one process per core.
 #include <torch/extension.h>
@@ -27,10 +30,31 @@
 #include <limits>
 #include <vector>
 
+// glibc's vector maths (libmvec): declared SIMD-callable so that the box energies' exp / log / log1p
+// loops vectorise (glibc declares these only under -ffast-math). x86-64 with glibc >= 2.35 only (the
+// first with log1pf); elsewhere the loops call the scalar functions. The vector variants are within a
+// few ulp of the scalar ones, so boxes train to float rounding of the scalar build, not bit for bit.
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+extern "C" {
+#pragma omp declare simd notinbranch
+float expf(float);
+#pragma omp declare simd notinbranch
+float logf(float);
+#pragma omp declare simd notinbranch
+float log1pf(float);
+#pragma omp declare simd notinbranch
+double exp(double);
+#pragma omp declare simd notinbranch
+double log(double);
+#pragma omp declare simd notinbranch
+double log1p(double);
+}
+#endif
+
 namespace {
 
 constexpr double kTiny = 1e-30;  // the second moment's floor (optim._TINY)
-enum Energy : int64_t { kOrderViolation = 0, kCosine = 1, kDensityOrder = 2, kBox = 3, kGumbelBox = 4 };
+enum Energy : int64_t { kOrderViolation = 0, kCosine = 1, kDensityOrder = 2, kBox = 3, kGumbelBox = 4, kBilinear = 5 };
 enum Loss : int64_t { kMaxMargin = 0, kRankingHinge = 1, kBinaryCrossEntropy = 2 };
 constexpr double kEulerGamma = 0.5772156649015329;
 
@@ -211,6 +235,11 @@ struct RowCache {
   std::vector<T> unit, norm, var;
   std::vector<T> lo, hi, sb, g_lo, g_hi;  // boxes: corners, s(side logit), gradients w.r.t. the corners
   std::vector<T> vol, dvol, pair_f;       // boxes: log volumes, their slopes, per-pair meet factors
+  std::vector<T> xu, xv, z, wv;           // bilinear, per pair (P, D): x_u, x_v, x_u^T W, x_v^T W^T
+  const T* w = nullptr;                   // bilinear: W (D, D) row-major, b, and their gradients
+  T bias = 0;
+  T* gw = nullptr;
+  T* gbias = nullptr;
 };
 
 // Unit rows x / max(||x||, floor) and the clamped norms.
@@ -261,7 +290,7 @@ struct EnergyArgs {
 };
 
 template <typename T>
-T sigmoid(T x) {
+inline T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
@@ -285,6 +314,7 @@ void prepare_cache(const std::vector<Table<T>>& tables, const EnergyArgs& e, int
     c.g_hi.assign(n, T(0));
     const T* a = tables[0].cur.data();
     const T* b = tables[1].cur.data();
+#pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
       c.lo[j] = sigmoid(a[j]);
       c.sb[j] = sigmoid(b[j]);
@@ -294,32 +324,30 @@ void prepare_cache(const std::vector<Table<T>>& tables, const EnergyArgs& e, int
   }
 }
 
-// log(softplus(x)) and its derivative together, one exp, log1p and log (see log_softplus).
+// log(softplus(x)) and its derivative together (see log_softplus): every branch computed and one
+// selected, so that loops over dimensions vectorise. Below -15: x (the reference's clamp, no gradient
+// at -15 itself); above 20: softplus(x) = x (torch's threshold).
 template <typename T>
-void log_softplus_d(T x, T& value, T& slope) {
-  if (x < T(-15)) {
-    value = x, slope = T(1);
-    return;
-  }
-  if (x > T(20)) {  // softplus(x) = x there (torch's threshold)
-    value = std::log(x), slope = T(1) / x;
-    return;
-  }
-  const T ex = std::exp(x);
+inline void log_softplus_d(T x, T& value, T& slope) {
+  const T ex = std::exp(std::min(std::max(x, T(-15)), T(20)));
   const T sp = std::log1p(ex);
-  value = std::log(sp);
-  slope = x == T(-15) ? T(0) : ex / (T(1) + ex) / sp;  // at -15 the reference's clamp passes no gradient
+  const T big = std::log(std::max(x, T(20)));
+  const T mid = std::log(sp);
+  value = x < T(-15) ? x : (x > T(20) ? big : mid);
+  const T s_mid = x == T(-15) ? T(0) : ex / (T(1) + ex) / sp;
+  slope = x < T(-15) ? T(1) : (x > T(20) ? T(1) / std::max(x, T(20)) : s_mid);
 }
 
 // One corner of the Gumbel meet, beta * logaddexp(x / beta, y / beta) with sign +1 (min corners) or
 // sign * beta * logaddexp(sign * x / beta, sign * y / beta) with sign -1 (max corners), and its
-// derivative w.r.t. x (y's is 1 minus it): one exp and one log1p.
+// derivative w.r.t. x (y's is 1 minus it): one exp and one log1p, branch-free.
 template <typename T>
-void gumbel_corner(T x, T y, T beta, T sign, T& corner, T& dx) {
+inline void gumbel_corner(T x, T y, T beta, T sign, T& corner, T& dx) {
   const T a = sign * x / beta, b = sign * y / beta;
   const T q = std::exp(-std::abs(a - b));
   corner = sign * beta * (std::max(a, b) + std::log1p(q));
-  dx = a > b ? T(1) / (T(1) + q) : (a < b ? q / (T(1) + q) : T(0.5));
+  const T r = T(1) / (T(1) + q);
+  dx = a > b ? r : (a < b ? q * r : T(0.5));
 }
 
 // Per row: each box's log volume (the energy's first term) and d(log vol)/d(hi) per side.
@@ -330,6 +358,7 @@ void box_row_volumes(RowCache<T>& c, const EnergyArgs& e, int64_t n_rows, int64_
   c.dvol.resize(n_rows * dim);
   for (int64_t i = 0; i < n_rows; ++i) {
     T sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t d = 0; d < dim; ++d) {
       const int64_t j = i * dim + d;
       T value, slope;
@@ -347,11 +376,17 @@ template <typename T>
 T box_energy(RowCache<T>& c, const EnergyArgs& e, int64_t p, int64_t u, int64_t v, int64_t dim) {
   const T t = T(e.temperature), off = T(e.offset), log_t = std::log(t), beta = T(e.beta);
   T* f = c.pair_f.data() + p * 3 * dim;  // (3, D): slope of the meet's volume, dlo_u, dhi_u
+  const T* lo_u_ = c.lo.data() + u * dim;
+  const T* hi_u_ = c.hi.data() + u * dim;
+  const T* lo_v_ = c.lo.data() + v * dim;
+  const T* hi_v_ = c.hi.data() + v * dim;
+  const bool gumbel = e.kind == kGumbelBox;
   T s = 0;
+#pragma omp simd reduction(+ : s)
   for (int64_t d = 0; d < dim; ++d) {
-    const T lo_u = c.lo[u * dim + d], hi_u = c.hi[u * dim + d], lo_v = c.lo[v * dim + d], hi_v = c.hi[v * dim + d];
+    const T lo_u = lo_u_[d], hi_u = hi_u_[d], lo_v = lo_v_[d], hi_v = hi_v_[d];
     T lo, hi, dlo, dhi;
-    if (e.kind == kBox) {  // torch.maximum / minimum: the larger (smaller) side's gradient, half each at a tie
+    if (!gumbel) {  // torch.maximum / minimum: the larger (smaller) side's gradient, half each at a tie
       lo = std::max(lo_u, lo_v);
       hi = std::min(hi_u, hi_v);
       dlo = lo_u > lo_v ? T(1) : (lo_u < lo_v ? T(0) : T(0.5));
@@ -421,6 +456,14 @@ T energy(const std::vector<Table<T>>& tables, RowCache<T>& c, const EnergyArgs& 
     return T(1) - s;
   }
   if (e.kind == kBox || e.kind == kGumbelBox) return box_energy(c, e, p, u, v, dim);
+  if (e.kind == kBilinear) {  // E = -(z . x_v + b), z = x_u^T W from bilinear_products
+    const T* z = c.z.data() + p * dim;
+    const T* y = tables[0].cur.data() + v * dim;
+    T s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t d = 0; d < dim; ++d) s += z[d] * y[d];
+    return -(s + c.bias);
+  }
   const T* mu_u = (e.normalize ? c.unit.data() : tables[0].cur.data()) + u * dim;
   const T* mu_v = (e.normalize ? c.unit.data() : tables[0].cur.data()) + v * dim;
   const T* var_u = c.var.data() + u * dim;
@@ -494,8 +537,71 @@ void energy_grad(std::vector<Table<T>>& tables, RowCache<T>& c, const EnergyArgs
 }
 
 template <typename T>
+at::Tensor matrix(const T* data, int64_t rows, int64_t cols) {  // a (rows, cols) view, no copy
+  return at::from_blob(const_cast<T*>(data), {rows, cols}, at::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value));
+}
+
+// Bilinear, before the energies: gather x_u and x_v per pair and z = x_u^T W for all pairs in one
+// matrix product (P, D) @ (D, D).
+template <typename T>
+void bilinear_products(const std::vector<Table<T>>& tables, RowCache<T>& c, const std::vector<int64_t>& local,
+                       int64_t n_pairs, int64_t dim) {
+  c.xu.resize(n_pairs * dim);
+  c.xv.resize(n_pairs * dim);
+  c.z.resize(n_pairs * dim);
+  c.wv.resize(n_pairs * dim);
+  const T* cur = tables[0].cur.data();
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    std::copy(cur + local[2 * p] * dim, cur + (local[2 * p] + 1) * dim, c.xu.data() + p * dim);
+    std::copy(cur + local[2 * p + 1] * dim, cur + (local[2 * p + 1] + 1) * dim, c.xv.data() + p * dim);
+  }
+  auto z = matrix(c.z.data(), n_pairs, dim);
+  at::mm_out(z, matrix(c.xu.data(), n_pairs, dim), matrix(c.w, dim, dim));
+}
+
+// Bilinear, after dL/dE (w): dE/dx_u = -W x_v, dE/dx_v = -W^T x_u, dE/dW = -x_u x_v^T, dE/db = -1, as
+// two matrix products over all pairs and a scatter into the rows' gradients.
+template <typename T>
+void bilinear_grads(std::vector<Table<T>>& tables, RowCache<T>& c, const std::vector<int64_t>& local,
+                    const std::vector<T>& w, int64_t n_pairs, int64_t dim) {
+  auto wv = matrix(c.wv.data(), n_pairs, dim);
+  at::mm_out(wv, matrix(c.xv.data(), n_pairs, dim), matrix(c.w, dim, dim).t());  // rows (W x_v)^T
+  T* g = tables[0].grad.data();
+  T sum_w = 0;
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    const T wp = w[p];
+    sum_w += wp;
+    T* gx = g + local[2 * p] * dim;
+    T* gy = g + local[2 * p + 1] * dim;
+    const T* a = c.wv.data() + p * dim;
+    const T* z = c.z.data() + p * dim;
+    T* xv = c.xv.data() + p * dim;
+    // separate loops: u == v is allowed (x^T W x is not constant), so gx may be gy
+#pragma omp simd
+    for (int64_t d = 0; d < dim; ++d) gx[d] -= wp * a[d];
+#pragma omp simd
+    for (int64_t d = 0; d < dim; ++d) gy[d] -= wp * z[d];
+#pragma omp simd
+    for (int64_t d = 0; d < dim; ++d) xv[d] *= -wp;  // x_v scaled by -w, for dW
+  }
+  auto gw = matrix(c.gw, dim, dim);
+  at::mm_out(gw, matrix(c.xu.data(), n_pairs, dim).t(), matrix(c.xv.data(), n_pairs, dim));
+  *c.gbias = -sum_w;
+}
+
+// Bilinear's dense parameters: W (D, D), b, and where their gradients go (written by bilinear_grads).
+template <typename T>
+struct Dense {
+  const T* w = nullptr;
+  T bias = 0;
+  T* gw = nullptr;
+  T* gbias = nullptr;
+};
+
+template <typename T>
 double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const int64_t* pairs, int64_t n_pairs,
-            int64_t b, int64_t dim, int64_t t, const Adam& a, const EnergyArgs& e, int64_t loss, double margin) {
+            int64_t b, int64_t dim, int64_t t, const Adam& a, const EnergyArgs& e, int64_t loss, double margin,
+            const Dense<T>& dense) {
   std::vector<int64_t> rows;
   rows.reserve(2 * n_pairs);
   std::vector<int64_t> local(2 * n_pairs);
@@ -509,11 +615,17 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
   }
   const int64_t n_rows = int64_t(rows.size());
   gather(tables, last, rows, dim, t, a);
-  RowCache<T> cache;
+  // scratch kept across calls (per thread): a step's buffers are ~1 MB, and fresh ones per call
+  // cost page faults and zero-filling comparable to the boxes' arithmetic
+  static thread_local RowCache<T> cache;
   prepare_cache(tables, e, n_rows, dim, cache);
 
   std::vector<T> en(n_pairs), pre(n_pairs, T(0));
   if (e.kind == kBox || e.kind == kGumbelBox) cache.pair_f.resize(n_pairs * 3 * dim);
+  if (e.kind == kBilinear) {
+    cache.w = dense.w, cache.bias = dense.bias, cache.gw = dense.gw, cache.gbias = dense.gbias;
+    bilinear_products(tables, cache, local, n_pairs, dim);
+  }
   for (int64_t p = 0; p < n_pairs; ++p)
     en[p] = energy(tables, cache, e, p, local[2 * p], local[2 * p + 1], dim, &pre[p]);
 
@@ -550,9 +662,11 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
   // E(u, u) is constant (zero) for the order, cosine and density energies, so there a pair (u, u)
   // has no gradient; skipping it keeps a pair's two rows distinct, which their vectorised gradient
   // loops assume. Gumbel boxes' E(u, u) is not constant (their meet of u with itself is smaller than
-  // u); the box gradients run in a scalar loop that allows u == v.
+  // u); the box gradients run in a scalar loop that allows u == v. Bilinear (x^T W x varies too)
+  // takes all pairs in matrix products.
   const bool boxes = e.kind == kBox || e.kind == kGumbelBox;
-  for (int64_t p = 0; p < n_pairs; ++p)
+  if (e.kind == kBilinear) bilinear_grads(tables, cache, local, w, n_pairs, dim);
+  for (int64_t p = 0; p < n_pairs && e.kind != kBilinear; ++p)
     if (w[p] != T(0) && (boxes || local[2 * p] != local[2 * p + 1]))
       energy_grad(tables, cache, e, p, local[2 * p], local[2 * p + 1], dim, w[p], pre[p]);
   if (e.kind == kCosine) unnormalise_grad(tables[0].grad, tables[0].cur, cache, n_rows, dim, T(e.eps));
@@ -569,17 +683,19 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
 
 // One step on `pairs` ((1 + K) B, 2) int64: B true pairs, then K blocks of B negatives. Updates the
 // tables, moments (N, 2, D) and last (N,) in place at Adam step t + 1; `mark` is (N,) int64 scratch
-// filled with -1 (left so). Returns the loss.
+// filled with -1 (left so). `dense` ([W, b] for bilinear, else empty) are read; `dense_grad`
+// (alike) receive the loss's gradient w.r.t. them, for the caller's optimizer. Returns the loss.
 double concept_step(std::vector<torch::Tensor> values, std::vector<torch::Tensor> moments,
                     std::vector<double> lower, std::vector<double> upper, torch::Tensor last, torch::Tensor mark,
                     torch::Tensor pairs, int64_t b, int64_t t, double lr, double b1, double b2, double eps,
                     int64_t window, int64_t exact_until, bool catch_up, int64_t energy_kind,
-                    std::vector<double> energy_params, int64_t loss, double margin) {
-  const size_t n_tables = energy_kind >= kDensityOrder ? 2 : 1;
+                    std::vector<double> energy_params, int64_t loss, double margin, std::vector<torch::Tensor> dense,
+                    std::vector<torch::Tensor> dense_grad) {
+  TORCH_CHECK(energy_kind >= 0 && energy_kind <= 5 && loss >= 0 && loss <= 2, "concept_step: unknown energy or loss");
+  const size_t n_tables = energy_kind >= kDensityOrder && energy_kind <= kGumbelBox ? 2 : 1;
   TORCH_CHECK(values.size() == n_tables && moments.size() == n_tables && lower.size() == n_tables &&
                   upper.size() == n_tables, "concept_step: wrong number of tables for this energy");
-  TORCH_CHECK(energy_kind >= 0 && energy_kind <= 4 && loss >= 0 && loss <= 2, "concept_step: unknown energy or loss");
-  const std::vector<size_t> n_params = {0, 1, 2, 1, 2};  // eps; gamma, normalize; t; beta, t
+  const std::vector<size_t> n_params = {0, 1, 2, 1, 2, 0};  // eps; gamma, normalize; t; beta, t; -
   TORCH_CHECK(energy_params.size() == n_params[energy_kind], "concept_step: wrong number of energy parameters");
   const auto dtype = values[0].scalar_type();
   const int64_t n = values[0].size(0), dim = values[0].size(1);
@@ -598,6 +714,16 @@ double concept_step(std::vector<torch::Tensor> values, std::vector<torch::Tensor
               "concept_step: pairs must be contiguous (P, 2) int64");
   const int64_t n_pairs = pairs.size(0);
   TORCH_CHECK(b > 0 && n_pairs > b && (n_pairs - b) % b == 0, "concept_step: pairs must be B true + K * B negatives");
+  const size_t n_dense = energy_kind == kBilinear ? 2 : 0;  // W (D, D), b ()
+  TORCH_CHECK(dense.size() == n_dense && dense_grad.size() == n_dense,
+              "concept_step: wrong number of dense parameters for this energy");
+  for (size_t i = 0; i < n_dense; ++i) {
+    const std::vector<int64_t> shape = i == 0 ? std::vector<int64_t>{dim, dim} : std::vector<int64_t>{};
+    TORCH_CHECK(dense[i].device().is_cpu() && dense[i].is_contiguous() && dense[i].scalar_type() == dtype &&
+                    dense[i].sizes().vec() == shape && dense_grad[i].is_contiguous() &&
+                    dense_grad[i].scalar_type() == dtype && dense_grad[i].sizes().vec() == shape,
+                "concept_step: bilinear's W must be (D, D) and b a scalar, with gradients alike, of the tables' dtype");
+  }
   const int64_t* pp = pairs.data_ptr<int64_t>();
   for (int64_t i = 0; i < 2 * n_pairs; ++i) TORCH_CHECK(pp[i] >= 0 && pp[i] < n, "concept_step: pair index out of range");
   Adam a{lr, b1, b2, eps, window, exact_until, catch_up};
@@ -609,14 +735,22 @@ double concept_step(std::vector<torch::Tensor> values, std::vector<torch::Tensor
   if (energy_kind == kGumbelBox) e.beta = q[0], e.temperature = q[1], e.offset = 2 * kEulerGamma * q[0];
   double out = 0.0;
   AT_DISPATCH_FLOATING_TYPES(dtype, "concept_step", [&] {
-    std::vector<Table<scalar_t>> tables(n_tables);
+    static thread_local std::vector<Table<scalar_t>> tables;  // gathered rows: scratch reused across calls
+    tables.resize(n_tables);
     for (size_t i = 0; i < n_tables; ++i) {
       tables[i].values = values[i].data_ptr<scalar_t>();
       tables[i].moments = moments[i].data_ptr<scalar_t>();
       tables[i].bounds = {scalar_t(lower[i]), scalar_t(upper[i])};
     }
+    Dense<scalar_t> d;
+    if (n_dense) {
+      d.w = dense[0].data_ptr<scalar_t>();
+      d.bias = *dense[1].data_ptr<scalar_t>();
+      d.gw = dense_grad[0].data_ptr<scalar_t>();
+      d.gbias = dense_grad[1].data_ptr<scalar_t>();
+    }
     out = step<scalar_t>(tables, last.data_ptr<int64_t>(), mark.data_ptr<int64_t>(), pp, n_pairs, b, dim, t, a, e,
-                         loss, margin);
+                         loss, margin, d);
   });
   return out;
 }

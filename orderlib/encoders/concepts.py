@@ -43,8 +43,9 @@ class ConceptModel(nn.Module):
 
     def fused_energy(self) -> dict | None:
         """Describe the energy for the compiled step (orderlib/training/concept_step.py): its name,
-        tables, per-table bounds (the constraint) and parameters (concept_step.ENERGIES gives their
-        order); None where the model has no compiled form."""
+        tables, per-table bounds (the constraint), parameters (concept_step.ENERGIES gives their
+        order) and, optionally, the dense parameters it reads ("dense"); None where the model has
+        no compiled form."""
         return None
 
     @torch.no_grad()
@@ -113,6 +114,10 @@ class BilinearEmbedding(ConceptModel):
 
     def energy(self, u, v):
         return -(penalties.bilinear_score(self.emb(u), self.w, self.emb(v)) + self.b)
+
+    def fused_energy(self):
+        return {"energy": "bilinear", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)], "params": [],
+                "dense": ["w", "b"]}
 
 
 class GaussianEmbedding(ConceptModel):

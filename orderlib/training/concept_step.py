@@ -3,9 +3,11 @@
 The PyTorch step (`hypernymy._Stepper`: gather, autograd, RowAdam) spends ~2 ms of a step in ~50
 small ATen calls; the kernel does the same arithmetic (energy, loss, hand-written gradient, lazy
 Adam with catch-up, constraint, write-back) in one pass over the touched rows. It keeps its state
-in the RowAdam it is given, so checkpoints are the same either way. Used where `applies` holds:
-a model whose `fused_energy()` is not None, row-wise Adam, no dense parameters, CPU, a loss in
-LOSSES; elsewhere, or with ORDERLIB_FUSED=0, the PyTorch step runs.
+in the RowAdam it is given, so checkpoints are the same either way. Dense parameters the energy
+names (bilinear's W and b) get their gradient from the kernel in their `.grad`, and the caller's
+torch.optim.Adam steps them, as on the PyTorch path. Used where `applies` holds: a model whose
+`fused_energy()` is not None, row-wise Adam, no dense parameters beyond the energy's, CPU, a loss
+in LOSSES; elsewhere, or with ORDERLIB_FUSED=0, the PyTorch step runs.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from orderlib.optim import RowAdam
 
 # the kernel's energy codes, and the parameters each takes (a model's fused_energy()["params"], in order)
 ENERGIES = {"order_violation": (0, []), "cosine": (1, ["eps"]), "density_order": (2, ["gamma", "normalize"]),
-            "box": (3, ["temperature"]), "gumbel_box": (4, ["beta", "temperature"])}
+            "box": (3, ["temperature"]), "gumbel_box": (4, ["beta", "temperature"]), "bilinear": (5, [])}
 LOSSES = {"max_margin": 0, "ranking_hinge": 1, "binary_cross_entropy": 2}  # the kernel's loss codes
 
 
@@ -24,13 +26,15 @@ def applies(model, optimizer: str, loss: str, device: torch.device) -> bool:
     """True where the compiled step computes what the PyTorch step would."""
     spec = model.fused_energy()
     dense = [n for n, p in model.named_parameters() if n not in model.tables() and p.requires_grad]
-    return (spec is not None and optimizer in ("lazy_adam", "sparse_adam") and not dense and not model.manifolds()
+    return (spec is not None and optimizer in ("lazy_adam", "sparse_adam") and dense == spec.get("dense", [])
+            and not model.manifolds()
             and loss in LOSSES and torch.device(device).type == "cpu"
             and all(t.dtype in (torch.float32, torch.float64) for t in model.tables().values()))
 
 
 class FusedStep:
-    """Call with (pairs ((1 + K) B, 2), B) for one step; state lives in `rows` (a RowAdam)."""
+    """Call with (pairs ((1 + K) B, 2), B) for one step; state lives in `rows` (a RowAdam). The
+    energy's dense parameters (if any) are left with their gradient in `.grad`, not stepped."""
 
     def __init__(self, model, rows: RowAdam, loss: str, margin: float):
         self.kernel = concept_step_kernel()
@@ -47,13 +51,18 @@ class FusedStep:
         self.loss, self.margin, self.rows = LOSSES[loss], float(margin), rows
         n = rows.last.shape[0]
         self.mark = torch.full((n,), -1, dtype=torch.long)  # (N,) scratch: a concept's local row
+        self.dense = [model.get_parameter(name) for name in spec.get("dense", [])]
+        self.grads = [torch.zeros_like(p, memory_format=torch.contiguous_format) for p in self.dense]
 
     def __call__(self, pairs: torch.Tensor, b: int) -> float:
         r = self.rows
         loss = self.kernel.concept_step([r.tables[k] for k in self.names], [r.moments[k] for k in self.names],
                                         self.lower, self.upper, r.last, self.mark, pairs.contiguous(), b, r.t,
                                         r.lr, r.betas[0], r.betas[1], r.eps, r.window, r.EXACT_UNTIL, r.catch_up,
-                                        self.energy, self.params, self.loss, self.margin)
+                                        self.energy, self.params, self.loss, self.margin,
+                                        [p.data for p in self.dense], self.grads)
+        for p, g in zip(self.dense, self.grads):  # for the caller's optimizer
+            p.grad = g
         r.t += 1
         return loss
 

@@ -79,7 +79,9 @@ class _Stepper:
         dense = [p for n, p in model.named_parameters() if n not in self.tables and p.requires_grad]
         self.rows = (RowAdam({k: t.data for k, t in self.tables.items()}, lr=cfg.lr,
                              catch_up=cfg.optimizer == "lazy_adam", manifolds=manifolds) if self.tables else None)
-        self.dense = torch.optim.Adam(dense, lr=cfg.lr) if dense else None
+        # fused: one kernel per step instead of ~10 ATen calls (bilinear's W: 220 -> ~20 us a step)
+        fused_adam = torch.device(device).type in ("cpu", "cuda")
+        self.dense = torch.optim.Adam(dense, lr=cfg.lr, fused=fused_adam) if dense else None
         self._pos: torch.Tensor | None = None
         loss = cfg.loss or model.loss
         usable = concept_step.applies(model, cfg.optimizer, loss, device) and concept_step_kernel() is not None
@@ -107,7 +109,10 @@ class _Stepper:
         b = len(pos)
         pairs = torch.cat([pos, neg])  # ((1 + K) B, 2): one energy call for both halves
         if self.fused is not None:
-            return self.fused(pairs, b)
+            loss = self.fused(pairs, b)  # rows stepped; dense parameters left with their gradient
+            if self.dense is not None:
+                self.dense.step()
+            return loss
         if self.rows is not None:  # gather touched rows into small leaves, index them locally
             rows, inv = self._touched(pairs.flatten())
             current = self.rows.prepare(rows, self.model.constrain)  # with pending momentum moves
