@@ -1,9 +1,11 @@
 """Table 1's table models trained with the compiled step against the PyTorch step, in one run.
 
-orderlib/csrc/concept_step.cpp does one training step of order-embeddings, the symmetric (cosine)
-and bilinear rows (bilinear's dense W and b: gradient from the kernel, torch's Adam steps them),
-density order embeddings and the two box rows (energy, loss, hand-written gradient, lazy Adam
-with catch-up, constraint) in one C++ call; the PyTorch step (autograd over gathered rows, then RowAdam) does the
+orderlib/csrc/concept_step.cpp does one training step (energy, loss, hand-written gradient, lazy
+Adam with catch-up, constraint) of order-embeddings, the symmetric (cosine) and bilinear rows
+(bilinear's dense W and b: gradient from the kernel, torch's Adam steps them), density order
+embeddings, the two box rows and the two hyperbolic rows (geoopt's Riemannian Adam on the ball; the
+cones start from the same seed's Poincaré embeddings, trained by the compiled step) in one C++ call;
+the PyTorch step (autograd over gathered rows, then RowAdam) does the
 same arithmetic in ~50 small ATen calls. Each row is trained here both ways on notebook 01's data,
 settings and schedule (full preset: seed 0, the paper protocol on our split; density order
 embeddings at the notebook's dev choice, read from oe_table1_wordnet.meta.json), two jobs at a time
@@ -29,7 +31,7 @@ from orderlib.reports import device_description, git_commit, model_record, train
 from orderlib.runs import run_paths
 
 METHODS = ["order-embeddings", "order-embeddings (symmetric)", "order-embeddings (bilinear)", exp.DOE, "box embeddings",
-           "Gumbel box embeddings"]
+           "Gumbel box embeddings", "Poincaré embeddings", "hyperbolic entailment cones"]
 STEPS = {False: "PyTorch (autograd + RowAdam)", True: "compiled (concept_step.cpp)"}
 SETTING = "paper"
 CHOSEN = Path(__file__).resolve().parents[1] / "reports" / "tables" / "oe_table1_wordnet.meta.json"

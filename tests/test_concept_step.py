@@ -27,7 +27,8 @@ def _stepper(name, fused, n, dim=6, loss=None, optimizer="lazy_adam", margin=1.0
     with torch.no_grad():  # break the init's ties (equal variances): Adam turns a zero gradient's rounding
         g = torch.Generator().manual_seed(1)  # noise into whole steps, which no two implementations share
         for p in model.parameters():
-            p.mul_(1 + 0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+            if p.requires_grad:  # not the Poincare ball's fixed curvature
+                p.mul_(1 + 0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype))
     model.constrain_all_()
     return model, _Stepper(model, cfg, "cpu", fused), cfg
 
@@ -60,6 +61,9 @@ CASES = [
     ("Gumbel box embeddings", {"beta": 0.1}),
     ("order-embeddings (bilinear)", {}),  # dense W and b: gradient from the kernel, torch Adam's step
     ("order-embeddings (bilinear)", {"loss": "max_margin", "margin": 0.5}),
+    ("Poincaré embeddings", {"init_range": 0.3}),  # Riemannian Adam on the ball, softmax ranking loss
+    ("hyperbolic entailment cones", {"margin": 0.01}),
+    ("hyperbolic entailment cones", {"K": 0.3, "margin": 0.5}),
 ]
 
 
@@ -74,7 +78,8 @@ def test_fused_step_matches_pytorch_step(name, kw, k, optimizer):
     np.testing.assert_allclose(l_out, l_ref, rtol=1e-7)  # boxes: E = log vol(u) - log vol(meet) cancels
     for (n1, p1), p2 in zip(ref.named_parameters(), out.parameters()):
         torch.testing.assert_close(p2, p1, rtol=0, atol=1e-6, msg=n1)
-        if not (n1 == "b" and (kw.get("loss") or ref.loss) == "ranking_hinge"):  # b cancels in the hinge
+        fixed = not p1.requires_grad or (n1 == "b" and (kw.get("loss") or ref.loss) == "ranking_hinge")
+        if not fixed:  # (the ball's curvature is fixed; bilinear's b cancels in the hinge)
             assert (p1 - ref.init[n1]).abs().max() > 1e-3, n1  # it moved
     assert st_out.rows.t == st_ref.rows.t == 5
     assert torch.equal(st_out.rows.last, st_ref.rows.last)
@@ -124,8 +129,13 @@ def test_fused_step_chosen_where_it_applies():
     model = build_concept_model("order-embeddings (bilinear)", 10, 4)
     model.extra = torch.nn.Parameter(torch.zeros(3))  # a dense parameter the energy does not name
     assert not concept_step.applies(model, "lazy_adam", "ranking_hinge", "cpu")
-    assert not concept_step.applies(build_concept_model("Poincaré embeddings", 10, 4), "lazy_adam", "max_margin", "cpu")
-    assert not concept_step.applies(build_concept_model("box embeddings", 10, 4), "lazy_adam", "logistic_ranking", "cpu")
+    poincare = build_concept_model("Poincaré embeddings", 10, 4)
+    assert concept_step.applies(poincare, "lazy_adam", "logistic_ranking", "cpu")  # Riemannian Adam in the kernel
+    assert not concept_step.applies(poincare, "adam", "logistic_ranking", "cpu")
+    with torch.no_grad():
+        poincare.ball.isp_c.add_(0.5)  # another curvature: the kernel's ball is the unit one
+    assert not concept_step.applies(poincare, "lazy_adam", "logistic_ranking", "cpu")
+    assert not concept_step.applies(build_concept_model("box embeddings", 10, 4), "lazy_adam", "squared_hinge", "cpu")
 
 
 def test_fused_step_rejects_bad_pairs():

@@ -14,12 +14,19 @@
 //        gumbel_box       the same with the Gumbel meet (logsumexp corners of temperature beta)
 //                         and volumes offset by 2 gamma_E beta     (Dasgupta et al., NeurIPS 2020)
 //        bilinear         E = -(x_u^T W x_v + b), W (D, D) and b dense  (Socher et al., NIPS 2013)
+//        poincare         E = d(u, v) = 2 artanh |(-x_u) (+) x_v| in the unit Poincare ball, geoopt's form
+//                                                               (Nickel & Kiela, NeurIPS 2017, Eq. 1)
+//        cones            E = max(0, Xi(x_v, x_u) - psi(x_v)), aperture K    (Ganea et al., ICML 2018)
 //   4. the loss over them, max_margin (Eq. 4: mean E(pos) + mean max(0, m - E(neg))), ranking_hinge
-//      (mean max(0, m + E(pos) - E(neg))) or binary_cross_entropy (mean E(pos) - mean log(1 - e^-E(neg)),
-//      E(neg) floored at 1e-6), and its gradient, written by hand;
+//      (mean max(0, m + E(pos) - E(neg))), binary_cross_entropy (mean E(pos) - mean log(1 - e^-E(neg)),
+//      E(neg) floored at 1e-6) or logistic_ranking (mean softplus(E(pos) - E(neg))), and its gradient,
+//      written by hand;
 //   5. Adam's step on the touched rows (Kingma & Ba), the model's constraint, and the write-back.
 //      Dense parameters (bilinear's W and b) get their gradient only, written to the caller's
-//      tensors: the caller steps them with torch.optim.Adam, as the PyTorch path does.
+//      tensors: the caller steps them with torch.optim.Adam, as the PyTorch path does. Tables of
+//      Poincare-ball points take geoopt's RiemannianAdam step instead (RowAdam._riemannian_step:
+//      Riemannian gradient, metric second moment, retraction, transported first moment; no catch-up)
+//      and a row-norm constraint.
 // Same formulas and dtypes as the PyTorch path; sums run in another order, so results agree within
 // float rounding, not bit for bit. Single-threaded: Table 1 runs one process per core.
 #include <torch/extension.h>
@@ -54,8 +61,10 @@ double log1p(double);
 namespace {
 
 constexpr double kTiny = 1e-30;  // the second moment's floor (optim._TINY)
-enum Energy : int64_t { kOrderViolation = 0, kCosine = 1, kDensityOrder = 2, kBox = 3, kGumbelBox = 4, kBilinear = 5 };
-enum Loss : int64_t { kMaxMargin = 0, kRankingHinge = 1, kBinaryCrossEntropy = 2 };
+enum Energy : int64_t {
+  kOrderViolation = 0, kCosine = 1, kDensityOrder = 2, kBox = 3, kGumbelBox = 4, kBilinear = 5, kPoincare = 6, kCones = 7
+};
+enum Loss : int64_t { kMaxMargin = 0, kRankingHinge = 1, kBinaryCrossEntropy = 2, kLogisticRanking = 3 };
 constexpr double kEulerGamma = 0.5772156649015329;
 
 struct Adam {
@@ -139,8 +148,49 @@ struct Table {
   T* values;   // (N, D)
   T* moments;  // (N, 2, D)
   Bounds<T> bounds;
+  bool ball = false;             // rows are points of the unit Poincare ball: Riemannian Adam
+  T norm_lo = 0, norm_hi = 0;    // row-norm constraint where norm_hi > 0 (see clamp_norm)
   std::vector<T> cur, mv, grad;  // gathered (R, D), (R, 2, D), gradient (R, D)
+  std::vector<T> ball_scratch;   // (2, D): the retracted point and the transported moment
 };
+
+template <typename T>
+T dot(const T* x, const T* y, int64_t dim) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t d = 0; d < dim; ++d) s += x[d] * y[d];
+  return s;
+}
+
+// geoopt's PoincareBall.projx: rows beyond 1 - eps scaled back to it (eps 4e-3 in float32, 1e-5
+// in float64, as geoopt's project).
+template <typename T>
+constexpr T ball_max_norm() {
+  return sizeof(T) == 4 ? T(1 - 4e-3) : T(1 - 1e-5);
+}
+
+template <typename T>
+void project_ball(T* x, int64_t dim) {
+  const T n = std::max(std::sqrt(dot(x, x, dim)), T(1e-15));
+  const T hi = ball_max_norm<T>();
+  if (n > hi) {
+    for (int64_t d = 0; d < dim; ++d) x[d] = x[d] / n * hi;
+  }
+}
+
+// A table's row-norm constraint: norms clamped into [lo, hi] (the cones' annulus) or, with
+// lo = 0 and hi the ball's maximum, geoopt's projection onto the ball.
+template <typename T>
+void clamp_norm(const Table<T>& tb, T* x, int64_t dim) {
+  if (!(tb.norm_hi > T(0))) return;
+  if (tb.norm_lo == T(0) && tb.norm_hi == ball_max_norm<T>()) {
+    project_ball(x, dim);
+    return;
+  }
+  const T n = std::max(std::sqrt(dot(x, x, dim)), T(1e-12));
+  const T f = std::min(std::max(n, tb.norm_lo), tb.norm_hi) / n;
+  for (int64_t d = 0; d < dim; ++d) x[d] *= f;
+}
 
 void prefetch(const void* p, int64_t bytes) {
   for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(static_cast<const char*>(p) + off);
@@ -184,7 +234,7 @@ void gather(std::vector<Table<T>>& tables, const int64_t* last, const std::vecto
       T* xo = tb.cur.data() + i * dim;
       T* mo = tb.mv.data() + i * 2 * dim;
       T* vo = mo + dim;
-      if (!idle) {
+      if (!idle || tb.ball) {  // ball rows: SparseAdam's rule, no catch-up (as RowAdam)
         std::copy(x, x + dim, xo);
         std::copy(m, m + 2 * dim, mo);
         continue;
@@ -198,6 +248,50 @@ void gather(std::vector<Table<T>>& tables, const int64_t* last, const std::vecto
       tb.bounds.apply(xo, dim);
     }
   }
+}
+
+// The conformal factor lambda_x = 2 / (1 - |x|^2) of the unit ball (geoopt's _lambda_x, k = -1).
+template <typename T>
+T conformal(T x2) {
+  return T(2) / std::max(T(1) - x2, T(1e-15));
+}
+
+// geoopt's RiemannianAdam on one ball point x with moments m, v (RowAdam._riemannian_step):
+// rg = g / lambda_x^2; m <- b1 m + (1 - b1) rg; v <- b2 v + (1 - b2) lambda_x^2 |rg|^2 (every entry);
+// y = proj(x - lr (m / c1) / (sqrt(v / c2) + eps)); m <- gyr[y, -x] m lambda_x / lambda_y; x <- y.
+template <typename T>
+void riemannian_adam(T* x, T* m, T* v, const T* g, int64_t dim, T b1, T b2, T a1, T a2, T c1, T c2, T eps, T lr,
+                     std::vector<T>& scratch) {
+  scratch.resize(2 * dim);
+  T* y = scratch.data();
+  T* mt = y + dim;
+  const T x2 = dot(x, x, dim);
+  const T lam = conformal(x2);
+  const T inv_lam2 = T(1) / (lam * lam);
+  T rg2 = 0;
+#pragma omp simd reduction(+ : rg2)
+  for (int64_t d = 0; d < dim; ++d) {
+    const T rg = g[d] * inv_lam2;
+    m[d] = m[d] * b1 + a1 * rg;
+    rg2 += rg * rg;
+  }
+  const T inner = lam * lam * rg2;
+#pragma omp simd
+  for (int64_t d = 0; d < dim; ++d) {
+    v[d] = std::max(v[d] * b2 + a2 * inner, T(kTiny));
+    y[d] = x[d] - lr * ((m[d] / c1) / (std::sqrt(v[d] / c2) + eps));
+  }
+  project_ball(y, dim);
+  // gyr[u, w] m with u = y, w = -x (geoopt's _gyration, k = -1), times lambda_x / lambda_y
+  const T u2 = dot(y, y, dim), w2 = x2, uw = -dot(y, x, dim), um = dot(y, m, dim), wm = -dot(x, m, dim);
+  const T ca = -um * w2 + wm + T(2) * uw * wm;
+  const T cb = -wm * u2 - um;
+  const T den = std::max(T(1) + T(2) * uw + u2 * w2, T(1e-15));
+  const T scale = lam / conformal(u2);
+#pragma omp simd
+  for (int64_t d = 0; d < dim; ++d) mt[d] = (m[d] + T(2) * (ca * y[d] - cb * x[d]) / den) * scale;
+  std::copy(y, y + dim, x);
+  std::copy(mt, mt + dim, m);
 }
 
 // Adam's step t on the gathered rows, the constraint, and the write-back; last[rows] = t.
@@ -214,13 +308,18 @@ void adam_write(std::vector<Table<T>>& tables, int64_t* last, const std::vector<
       T* m = tb.mv.data() + i * 2 * dim;
       T* v = m + dim;
       const T* g = tb.grad.data() + i * dim;
+      if (tb.ball) {
+        riemannian_adam(x, m, v, g, dim, b1, b2, a1, a2, c1, c2, eps, lr, tb.ball_scratch);
+      } else {
 #pragma omp simd
-      for (int64_t d = 0; d < dim; ++d) {
-        m[d] = m[d] * b1 + a1 * g[d];
-        v[d] = std::max(v[d] * b2 + a2 * g[d] * g[d], tiny);
-        x[d] -= lr * ((m[d] / c1) / (std::sqrt(v[d] / c2) + eps));
+        for (int64_t d = 0; d < dim; ++d) {
+          m[d] = m[d] * b1 + a1 * g[d];
+          v[d] = std::max(v[d] * b2 + a2 * g[d] * g[d], tiny);
+          x[d] -= lr * ((m[d] / c1) / (std::sqrt(v[d] / c2) + eps));
+        }
       }
       tb.bounds.apply(x, dim);
+      clamp_norm(tb, x, dim);
       std::copy(x, x + dim, tb.values + rows[i] * dim);
       std::copy(m, m + 2 * dim, tb.moments + rows[i] * 2 * dim);
     }
@@ -287,6 +386,7 @@ struct EnergyArgs {
   double temperature = 1.0;  // boxes: volume temperature
   double beta = 0.01;        // Gumbel boxes: meet temperature
   double offset = 0.0;       // Gumbel boxes: 2 gamma_E beta subtracted from each side
+  double K = 0.1;            // cones: aperture constant
 };
 
 template <typename T>
@@ -432,6 +532,94 @@ void box_logit_grads(std::vector<Table<T>>& tables, const RowCache<T>& c, int64_
   }
 }
 
+// Gradients of a pair energy as combinations of its two rows: dE/dx = xx x + xy y, dE/dy = yx x + yy y.
+template <typename T>
+struct PairGrad {
+  T xx = 0, xy = 0, yx = 0, yy = 0;
+};
+
+// d(x, y) = 2 artanh |(-x) (+) y| as geoopt computes it (Mobius addition, k = -1; artanh's argument
+// clamped to 1 - 1e-7, its gradient zero beyond), and its gradient. With a = 1 - 2<x,y> + |y|^2,
+// c = 1 - |x|^2 and den = 1 - 2<x,y> + |x|^2 |y|^2: (-x) (+) y = (c y - a x) / den.
+template <typename T>
+T poincare_distance(const T* x, const T* y, int64_t dim, PairGrad<T>* g) {
+  const T x2 = dot(x, x, dim), y2 = dot(y, y, dim), xy = dot(x, y, dim);
+  const T a = T(1) - T(2) * xy + y2, c = T(1) - x2;
+  const T den_raw = T(1) - T(2) * xy + x2 * y2;
+  const T den = std::max(den_raw, T(1e-15));
+  T num2 = 0, num_x = 0, num_y = 0;  // |num|^2, num . x, num . y, num = c y - a x taken explicitly
+#pragma omp simd reduction(+ : num2, num_x, num_y)
+  for (int64_t d = 0; d < dim; ++d) {  // (near x = y the expanded |num|^2 would cancel)
+    const T nd = c * y[d] - a * x[d];
+    num2 += nd * nd;
+    num_x += nd * x[d];
+    num_y += nd * y[d];
+  }
+  const T r = std::sqrt(num2) / den;
+  const T lim = T(1) - T(1e-7);
+  const T rc = std::min(std::max(r, -lim), lim);
+  const T dist = T(2) * (T(0.5) * (std::log1p(rc) - std::log1p(-rc)));
+  if (g) {
+    *g = PairGrad<T>{};
+    if (r > T(0) && r <= lim) {
+      const T dr = T(2) / ((T(1) + rc) * (T(1) - rc));  // dd/dr
+      const T gn = dr / (r * den * den);                 // dd/d(num) = gn * num
+      const T gd = den_raw >= T(1e-15) ? -dr * r / den : T(0);  // dd/d(den)
+      const T nx = gn * num_x, ny = gn * num_y;
+      // through num = c y - a x (da/dx = -2y, dc/dx = -2x, da/dy = 2y - 2x) and den (d/dx = 2|y|^2 x - 2y)
+      g->xx = a * a * gn - T(2) * ny + gd * T(2) * y2;
+      g->xy = -a * c * gn + T(2) * nx - gd * T(2);
+      g->yx = -a * c * gn + T(2) * nx - gd * T(2);
+      g->yy = c * c * gn - T(2) * nx + gd * T(2) * x2;
+    }
+  }
+  return dist;
+}
+
+// Xi(x, y) - psi(x) for the general x and specific y (Ganea et al., ICML 2018; orderlib.penalties
+// cone_angle and cone_aperture, their clamps included) and its gradient where `g` is given.
+template <typename T>
+T cone_excess(const T* x, const T* y, int64_t dim, T K, PairGrad<T>* g) {
+  const T xy = dot(x, y, dim), nx2 = dot(x, x, dim), ny2 = dot(y, y, dim);
+  T b2 = 0;  // |x - y|^2
+#pragma omp simd reduction(+ : b2)
+  for (int64_t d = 0; d < dim; ++d) b2 += (x[d] - y[d]) * (x[d] - y[d]);
+  const T num = xy * (T(1) + nx2) - nx2 * (T(1) + ny2);
+  const T A = std::sqrt(nx2), B = std::sqrt(b2);
+  const T q = T(1) + nx2 * ny2 - T(2) * xy;
+  const T C = std::sqrt(std::max(q, T(0)));
+  const T den = A * B * C;
+  const bool defined = den > T(1e-12);
+  const T cos_raw = defined ? num / std::max(den, T(1e-12)) : T(1);
+  const T ceps = T(1e-6);
+  const T cos = std::min(std::max(cos_raw, T(-1) + ceps), T(1) - ceps);
+  const T angle = std::acos(cos);
+  const T n = std::sqrt(nx2);  // torch's x.norm
+  const T s_raw = K * (T(1) - n * n) / n;
+  const T s = std::min(s_raw, T(1) - ceps);
+  const T psi = std::asin(s);
+  if (g) {
+    *g = PairGrad<T>{};
+    if (defined && cos_raw >= T(-1) + ceps && cos_raw <= T(1) - ceps && B > T(0) && q > T(0)) {
+      const T da = -T(1) / std::sqrt(T(1) - cos * cos);  // d angle / d cos
+      const T w = da / den;                              // d angle / d(num) ...
+      const T wd = -da * cos_raw / den;                  // ... and / d(den)
+      // num: d/dx = (1 + |x|^2) y + (2<x,y> - 2(1 + |y|^2)) x, d/dy = (1 + |x|^2) x - 2|x|^2 y
+      // den = A B C: d/dx = (B C / A + A C / B + A B |y|^2 / C) x - (A C / B + A B / C) y,
+      //              d/dy = -(A C / B + A B / C) x + (A C / B + A B |x|^2 / C) y
+      g->xx = w * (T(2) * xy - T(2) * (T(1) + ny2)) + wd * (B * C / A + A * C / B + A * B * ny2 / C);
+      g->xy = w * (T(1) + nx2) - wd * (A * C / B + A * B / C);
+      g->yx = w * (T(1) + nx2) - wd * (A * C / B + A * B / C);
+      g->yy = w * (-T(2) * nx2) + wd * (A * C / B + A * B * nx2 / C);
+    }
+    if (s_raw <= T(1) - ceps) {  // psi: d/dx = dpsi/ds ds/dn x / n, ds/dn = -K (1 + n^2) / n^2
+      const T dpsi = T(1) / std::sqrt(T(1) - s * s) * (-K * (T(1) + n * n) / (n * n)) / n;
+      g->xx -= dpsi;
+    }
+  }
+  return angle - psi;
+}
+
 // E(u, v) for local row indices u (specific) and v (general); density order: also KL - gamma in *pre.
 template <typename T>
 T energy(const std::vector<Table<T>>& tables, RowCache<T>& c, const EnergyArgs& e, int64_t p, int64_t u, int64_t v,
@@ -456,6 +644,13 @@ T energy(const std::vector<Table<T>>& tables, RowCache<T>& c, const EnergyArgs& 
     return T(1) - s;
   }
   if (e.kind == kBox || e.kind == kGumbelBox) return box_energy(c, e, p, u, v, dim);
+  if (e.kind == kPoincare)
+    return poincare_distance(tables[0].cur.data() + u * dim, tables[0].cur.data() + v * dim, dim, (PairGrad<T>*)nullptr);
+  if (e.kind == kCones) {  // max(0, Xi(x_v, x_u) - psi(x_v)); *pre keeps the excess for the clamp's gradient
+    *pre = cone_excess(tables[0].cur.data() + v * dim, tables[0].cur.data() + u * dim, dim, T(e.K),
+                       (PairGrad<T>*)nullptr);
+    return std::max(*pre, T(0));
+  }
   if (e.kind == kBilinear) {  // E = -(z . x_v + b), z = x_u^T W from bilinear_products
     const T* z = c.z.data() + p * dim;
     const T* y = tables[0].cur.data() + v * dim;
@@ -487,6 +682,26 @@ void energy_grad(std::vector<Table<T>>& tables, RowCache<T>& c, const EnergyArgs
                  int64_t dim, T w, T pre) {
   if (e.kind == kBox || e.kind == kGumbelBox) {
     box_energy_grad(c, p, u, v, dim, w);
+    return;
+  }
+  if (e.kind == kPoincare || e.kind == kCones) {
+    const T* xu = tables[0].cur.data() + u * dim;
+    const T* xv = tables[0].cur.data() + v * dim;
+    PairGrad<T> pg;
+    if (e.kind == kPoincare) {
+      poincare_distance(xu, xv, dim, &pg);  // x = x_u, y = x_v
+    } else {
+      if (!(pre >= T(0))) return;  // the clamp at zero passes gradient where the excess is >= 0
+      cone_excess(xv, xu, dim, T(e.K), &pg);  // x = x_v (general), y = x_u
+      std::swap(pg.xx, pg.yy), std::swap(pg.xy, pg.yx);  // now x = x_u, y = x_v
+    }
+    T* gu = tables[0].grad.data() + u * dim;
+    T* gv = tables[0].grad.data() + v * dim;
+    // separate loops: u == v is allowed (the cones' E(u, u) moves with psi), so gu may be gv
+#pragma omp simd
+    for (int64_t d = 0; d < dim; ++d) gu[d] += w * (pg.xx * xu[d] + pg.xy * xv[d]);
+#pragma omp simd
+    for (int64_t d = 0; d < dim; ++d) gv[d] += w * (pg.yx * xu[d] + pg.yy * xv[d]);
     return;
   }
   if (e.kind == kOrderViolation) {
@@ -650,6 +865,13 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
       const T floored = std::max(en[ni], T(1e-6));
       total -= double(std::log(-std::expm1(-floored)));
       if (en[ni] > T(1e-6)) w[ni] -= inv / std::expm1(floored);
+    } else if (loss == kLogisticRanking) {  // softplus(E(pos) - E(neg)), torch's threshold 20
+      const T h = en[pi] - en[ni];
+      total += double(h > T(20) ? h : std::log1p(std::exp(h)));
+      const T z = std::exp(h);
+      const T sig = h > T(20) ? T(1) : z / (z + T(1));
+      w[pi] += inv * sig;
+      w[ni] -= inv * sig;
     } else {
       const T h = T(margin) + en[pi] - en[ni];
       if (h > T(0)) {
@@ -662,9 +884,9 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
   // E(u, u) is constant (zero) for the order, cosine and density energies, so there a pair (u, u)
   // has no gradient; skipping it keeps a pair's two rows distinct, which their vectorised gradient
   // loops assume. Gumbel boxes' E(u, u) is not constant (their meet of u with itself is smaller than
-  // u); the box gradients run in a scalar loop that allows u == v. Bilinear (x^T W x varies too)
-  // takes all pairs in matrix products.
-  const bool boxes = e.kind == kBox || e.kind == kGumbelBox;
+  // u); the box gradients run in a scalar loop that allows u == v, and so do the cones' (E(u, u)
+  // moves with psi(u)). Bilinear (x^T W x varies too) takes all pairs in matrix products.
+  const bool boxes = e.kind == kBox || e.kind == kGumbelBox || e.kind == kCones;
   if (e.kind == kBilinear) bilinear_grads(tables, cache, local, w, n_pairs, dim);
   for (int64_t p = 0; p < n_pairs && e.kind != kBilinear; ++p)
     if (w[p] != T(0) && (boxes || local[2 * p] != local[2 * p + 1]))
@@ -684,18 +906,23 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
 // One step on `pairs` ((1 + K) B, 2) int64: B true pairs, then K blocks of B negatives. Updates the
 // tables, moments (N, 2, D) and last (N,) in place at Adam step t + 1; `mark` is (N,) int64 scratch
 // filled with -1 (left so). `dense` ([W, b] for bilinear, else empty) are read; `dense_grad`
-// (alike) receive the loss's gradient w.r.t. them, for the caller's optimizer. Returns the loss.
+// (alike) receive the loss's gradient w.r.t. them, for the caller's optimizer. Per table: `ball`
+// (rows on the Poincare ball: Riemannian Adam) and row-norm bounds [norm_lo, norm_hi] (infinite
+// norm_hi: none, or geoopt's projection for a ball). Returns the loss.
 double concept_step(std::vector<torch::Tensor> values, std::vector<torch::Tensor> moments,
                     std::vector<double> lower, std::vector<double> upper, torch::Tensor last, torch::Tensor mark,
                     torch::Tensor pairs, int64_t b, int64_t t, double lr, double b1, double b2, double eps,
                     int64_t window, int64_t exact_until, bool catch_up, int64_t energy_kind,
                     std::vector<double> energy_params, int64_t loss, double margin, std::vector<torch::Tensor> dense,
-                    std::vector<torch::Tensor> dense_grad) {
-  TORCH_CHECK(energy_kind >= 0 && energy_kind <= 5 && loss >= 0 && loss <= 2, "concept_step: unknown energy or loss");
+                    std::vector<torch::Tensor> dense_grad, std::vector<bool> ball, std::vector<double> norm_lo,
+                    std::vector<double> norm_hi) {
+  TORCH_CHECK(energy_kind >= 0 && energy_kind <= 7 && loss >= 0 && loss <= 3, "concept_step: unknown energy or loss");
   const size_t n_tables = energy_kind >= kDensityOrder && energy_kind <= kGumbelBox ? 2 : 1;
   TORCH_CHECK(values.size() == n_tables && moments.size() == n_tables && lower.size() == n_tables &&
                   upper.size() == n_tables, "concept_step: wrong number of tables for this energy");
-  const std::vector<size_t> n_params = {0, 1, 2, 1, 2, 0};  // eps; gamma, normalize; t; beta, t; -
+  const std::vector<size_t> n_params = {0, 1, 2, 1, 2, 0, 0, 1};  // eps; gamma, normalize; t; beta, t; -; -; K
+  TORCH_CHECK(ball.size() == n_tables && norm_lo.size() == n_tables && norm_hi.size() == n_tables,
+              "concept_step: one ball flag and row-norm bound pair per table");
   TORCH_CHECK(energy_params.size() == n_params[energy_kind], "concept_step: wrong number of energy parameters");
   const auto dtype = values[0].scalar_type();
   const int64_t n = values[0].size(0), dim = values[0].size(1);
@@ -733,6 +960,7 @@ double concept_step(std::vector<torch::Tensor> values, std::vector<torch::Tensor
   if (energy_kind == kDensityOrder) e.gamma = q[0], e.normalize = q[1] != 0.0;
   if (energy_kind == kBox) e.temperature = q[0];
   if (energy_kind == kGumbelBox) e.beta = q[0], e.temperature = q[1], e.offset = 2 * kEulerGamma * q[0];
+  if (energy_kind == kCones) e.K = q[0];
   double out = 0.0;
   AT_DISPATCH_FLOATING_TYPES(dtype, "concept_step", [&] {
     static thread_local std::vector<Table<scalar_t>> tables;  // gathered rows: scratch reused across calls
@@ -741,6 +969,10 @@ double concept_step(std::vector<torch::Tensor> values, std::vector<torch::Tensor
       tables[i].values = values[i].data_ptr<scalar_t>();
       tables[i].moments = moments[i].data_ptr<scalar_t>();
       tables[i].bounds = {scalar_t(lower[i]), scalar_t(upper[i])};
+      tables[i].ball = ball[i];
+      tables[i].norm_lo = scalar_t(norm_lo[i]);
+      // a ball's projection is geoopt's (its own max norm per dtype); a finite bound is the annulus'
+      tables[i].norm_hi = std::isfinite(norm_hi[i]) ? scalar_t(norm_hi[i]) : (ball[i] ? ball_max_norm<scalar_t>() : scalar_t(0));
     }
     Dense<scalar_t> d;
     if (n_dense) {

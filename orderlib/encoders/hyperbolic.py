@@ -1,7 +1,8 @@
 """Hyperbolic concept tables for WordNet hypernymy: Poincare embeddings and entailment cones.
 
 Rows are points of the unit Poincare ball (geoopt's PoincareBall, curvature -1); `manifolds()`
-names it so the trainer takes Riemannian Adam steps on touched rows (orderlib.optim.RowAdam).
+names it so the trainer takes Riemannian Adam steps on touched rows (orderlib.optim.RowAdam), or
+on CPU the compiled step (orderlib/csrc/concept_step.cpp), which does geoopt's maths for curvature -1.
 """
 from __future__ import annotations
 
@@ -52,6 +53,13 @@ class PoincareEmbedding(ConceptModel):
     def constrain(self, name, block):
         return self.ball.projx(block)
 
+    def fused_energy(self):
+        """The training energy (the distance) for the compiled step; rows on the ball, projected as projx."""
+        if abs(float(self.ball.k) + 1.0) > 1e-6:
+            return None  # the kernel's ball has curvature -1
+        return {"energy": "poincare_distance", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)],
+                "params": [], "ball": [True], "norm_bounds": [(0.0, math.inf)]}
+
 
 class HyperbolicCones(ConceptModel):
     """Hyperbolic entailment cones (Ganea, Becigneul & Hofmann, ICML 2018).
@@ -85,6 +93,13 @@ class HyperbolicCones(ConceptModel):
     def constrain(self, name, block):
         n = block.norm(dim=-1, keepdim=True).clamp(min=1e-12)
         return block * (n.clamp(self.r_min, self.r_max) / n)
+
+    def fused_energy(self):
+        """The energy for the compiled step; rows on the ball, norms clamped into the annulus."""
+        if abs(float(self.ball.k) + 1.0) > 1e-6:
+            return None  # the kernel's ball has curvature -1
+        return {"energy": "cones", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)], "params": [self.K],
+                "ball": [True], "norm_bounds": [(self.r_min, self.r_max)]}
 
 
 def init_from_poincare(poincare: PoincareEmbedding, rescale: float = 0.7) -> dict[str, torch.Tensor]:

@@ -88,7 +88,8 @@ ROW_NOTES = {
                                 "then Adam lr from {0.01, 0.003, 0.001, 0.0005} x gamma from {225, 100} on up to 40 "
                                 "epochs (they ran 20 and picked the epoch on test).",
     "Poincaré embeddings": "Beyond the paper: " + LATER["Poincaré embeddings"] + ". 50-d Poincaré ball (geoopt's "
-                           "manifold maths, Riemannian Adam on touched rows), softmax ranking loss over the distance "
+                           "manifold maths and Riemannian Adam on touched rows, compiled), softmax ranking loss "
+                           "over the distance "
                            "with 3 random negatives per pair, thresholded on (1 + alpha(||v|| - ||u||)) d(u, v), "
                            "alpha 1; no burn-in, 5 epochs.",
     "hyperbolic entailment cones": "Beyond the paper: " + LATER["hyperbolic entailment cones"] + ". Energy "

@@ -5,11 +5,16 @@ small ATen calls; the kernel does the same arithmetic (energy, loss, hand-writte
 Adam with catch-up, constraint, write-back) in one pass over the touched rows. It keeps its state
 in the RowAdam it is given, so checkpoints are the same either way. Dense parameters the energy
 names (bilinear's W and b) get their gradient from the kernel in their `.grad`, and the caller's
-torch.optim.Adam steps them, as on the PyTorch path. Used where `applies` holds: a model whose
-`fused_energy()` is not None, row-wise Adam, no dense parameters beyond the energy's, CPU, a loss
-in LOSSES; elsewhere, or with ORDERLIB_FUSED=0, the PyTorch step runs.
+torch.optim.Adam steps them, as on the PyTorch path. Tables the energy marks "ball" (Poincaré
+embeddings, entailment cones) take geoopt's RiemannianAdam step on the unit ball in the kernel, as
+RowAdam does for the model's manifolds, and their row-norm constraint ("norm_bounds"). Used where
+`applies` holds: a model whose `fused_energy()` is not None, row-wise Adam, no dense parameters
+beyond the energy's, manifolds exactly its "ball" tables, CPU, a loss in LOSSES; elsewhere, or
+with ORDERLIB_FUSED=0, the PyTorch step runs.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -18,16 +23,20 @@ from orderlib.optim import RowAdam
 
 # the kernel's energy codes, and the parameters each takes (a model's fused_energy()["params"], in order)
 ENERGIES = {"order_violation": (0, []), "cosine": (1, ["eps"]), "density_order": (2, ["gamma", "normalize"]),
-            "box": (3, ["temperature"]), "gumbel_box": (4, ["beta", "temperature"]), "bilinear": (5, [])}
-LOSSES = {"max_margin": 0, "ranking_hinge": 1, "binary_cross_entropy": 2}  # the kernel's loss codes
+            "box": (3, ["temperature"]), "gumbel_box": (4, ["beta", "temperature"]), "bilinear": (5, []),
+            "poincare_distance": (6, []), "cones": (7, ["K"])}
+LOSSES = {"max_margin": 0, "ranking_hinge": 1, "binary_cross_entropy": 2, "logistic_ranking": 3}  # the kernel's codes
 
 
 def applies(model, optimizer: str, loss: str, device: torch.device) -> bool:
     """True where the compiled step computes what the PyTorch step would."""
     spec = model.fused_energy()
     dense = [n for n, p in model.named_parameters() if n not in model.tables() and p.requires_grad]
-    return (spec is not None and optimizer in ("lazy_adam", "sparse_adam") and dense == spec.get("dense", [])
-            and not model.manifolds()
+    if spec is None:
+        return False
+    balls = {t for t, b in zip(spec["tables"], spec.get("ball", [False] * len(spec["tables"]))) if b}
+    return (optimizer in ("lazy_adam", "sparse_adam") and dense == spec.get("dense", [])
+            and set(model.manifolds()) == balls
             and loss in LOSSES and torch.device(device).type == "cpu"
             and all(t.dtype in (torch.float32, torch.float64) for t in model.tables().values()))
 
@@ -44,6 +53,9 @@ class FusedStep:
         self.names = spec["tables"]
         self.lower = [lo for lo, _ in spec["bounds"]]
         self.upper = [hi for _, hi in spec["bounds"]]
+        self.ball = [bool(b) for b in spec.get("ball", [False] * len(self.names))]
+        norms = spec.get("norm_bounds", [(0.0, math.inf)] * len(self.names))
+        self.norm_lo, self.norm_hi = [float(lo) for lo, _ in norms], [float(hi) for _, hi in norms]
         self.energy, names = ENERGIES[spec["energy"]]
         self.params = [float(x) for x in spec["params"]]
         if len(self.params) != len(names):
@@ -60,7 +72,8 @@ class FusedStep:
                                         self.lower, self.upper, r.last, self.mark, pairs.contiguous(), b, r.t,
                                         r.lr, r.betas[0], r.betas[1], r.eps, r.window, r.EXACT_UNTIL, r.catch_up,
                                         self.energy, self.params, self.loss, self.margin,
-                                        [p.data for p in self.dense], self.grads)
+                                        [p.data for p in self.dense], self.grads, self.ball, self.norm_lo,
+                                        self.norm_hi)
         for p, g in zip(self.dense, self.grads):  # for the caller's optimizer
             p.grad = g
         r.t += 1
