@@ -28,7 +28,8 @@
 //      Riemannian gradient, metric second moment, retraction, transported first moment; no catch-up)
 //      and a row-norm constraint.
 // Same formulas and dtypes as the PyTorch path; sums run in another order, so results agree within
-// float rounding, not bit for bit. Single-threaded: Table 1 runs one process per core.
+// float rounding, not bit for bit. Single-threaded (Table 1 runs one process per core), except that
+// bilinear's three matrix products use torch's intra-op threads (one in Table 1's workers).
 #include <torch/extension.h>
 
 #include <algorithm>
