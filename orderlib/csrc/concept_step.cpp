@@ -150,7 +150,7 @@ struct Table {
   T* moments;  // (N, 2, D)
   Bounds<T> bounds;
   bool ball = false;             // rows are points of the unit Poincare ball: Riemannian Adam
-  T norm_lo = 0, norm_hi = 0;    // row-norm constraint where norm_hi > 0 (see clamp_norm)
+  T norm_lo = 0, norm_hi = 0;    // row norms clamped into [lo, hi] where hi is finite (see clamp_norm)
   std::vector<T> cur, mv, grad;  // gathered (R, D), (R, 2, D), gradient (R, D)
   std::vector<T> ball_scratch;   // (2, D): the retracted point and the transported moment
 };
@@ -179,13 +179,12 @@ void project_ball(T* x, int64_t dim) {
   }
 }
 
-// A table's row-norm constraint: norms clamped into [lo, hi] (the cones' annulus) or, with
-// lo = 0 and hi the ball's maximum, geoopt's projection onto the ball.
+// A table's row-norm constraint: norms clamped into [lo, hi] where hi is finite (the cones'
+// annulus); otherwise a ball's rows get geoopt's projection onto the ball, other rows nothing.
 template <typename T>
 void clamp_norm(const Table<T>& tb, T* x, int64_t dim) {
-  if (!(tb.norm_hi > T(0))) return;
-  if (tb.norm_lo == T(0) && tb.norm_hi == ball_max_norm<T>()) {
-    project_ball(x, dim);
+  if (!std::isfinite(double(tb.norm_hi))) {
+    if (tb.ball) project_ball(x, dim);
     return;
   }
   const T n = std::max(std::sqrt(dot(x, x, dim)), T(1e-12));
@@ -328,6 +327,21 @@ void adam_write(std::vector<Table<T>>& tables, int64_t* last, const std::vector<
   for (int64_t row : rows) last[row] = t;
 }
 
+// Gradients of a pair energy as combinations of its two rows: dE/dx = xx x + xy y, dE/dy = yx x + yy y.
+template <typename T>
+struct PairGrad {
+  T xx = 0, xy = 0, yx = 0, yy = 0;
+};
+
+// Bilinear's dense parameters: W (D, D), b, and where their gradients go (written by bilinear_grads).
+template <typename T>
+struct Dense {
+  const T* w = nullptr;
+  T bias = 0;
+  T* gw = nullptr;
+  T* gbias = nullptr;
+};
+
 // Per-row quantities the energies share: unit vectors and norms (cosine; density order's means),
 // variances (density order).
 template <typename T>
@@ -336,10 +350,8 @@ struct RowCache {
   std::vector<T> lo, hi, sb, g_lo, g_hi;  // boxes: corners, s(side logit), gradients w.r.t. the corners
   std::vector<T> vol, dvol, pair_f;       // boxes: log volumes, their slopes, per-pair meet factors
   std::vector<T> xu, xv, z, wv;           // bilinear, per pair (P, D): x_u, x_v, x_u^T W, x_v^T W^T
-  const T* w = nullptr;                   // bilinear: W (D, D) row-major, b, and their gradients
-  T bias = 0;
-  T* gw = nullptr;
-  T* gbias = nullptr;
+  Dense<T> dense;                         // bilinear: W (D, D) row-major, b, and their gradients
+  std::vector<PairGrad<T>> pair_g;        // hyperbolic: each pair's gradient coefficients
 };
 
 // Unit rows x / max(||x||, floor) and the clamped norms.
@@ -533,12 +545,6 @@ void box_logit_grads(std::vector<Table<T>>& tables, const RowCache<T>& c, int64_
   }
 }
 
-// Gradients of a pair energy as combinations of its two rows: dE/dx = xx x + xy y, dE/dy = yx x + yy y.
-template <typename T>
-struct PairGrad {
-  T xx = 0, xy = 0, yx = 0, yy = 0;
-};
-
 // d(x, y) = 2 artanh |(-x) (+) y| as geoopt computes it (Mobius addition, k = -1; artanh's argument
 // clamped to 1 - 1e-7, its gradient zero beyond), and its gradient. With a = 1 - 2<x,y> + |y|^2,
 // c = 1 - |x|^2 and den = 1 - 2<x,y> + |x|^2 |y|^2: (-x) (+) y = (c y - a x) / den.
@@ -595,7 +601,7 @@ T cone_excess(const T* x, const T* y, int64_t dim, T K, PairGrad<T>* g) {
   const T ceps = T(1e-6);
   const T cos = std::min(std::max(cos_raw, T(-1) + ceps), T(1) - ceps);
   const T angle = std::acos(cos);
-  const T n = std::sqrt(nx2);  // torch's x.norm
+  const T n = A;  // |x|
   const T s_raw = K * (T(1) - n * n) / n;
   const T s = std::min(s_raw, T(1) - ceps);
   const T psi = std::asin(s);
@@ -645,11 +651,13 @@ T energy(const std::vector<Table<T>>& tables, RowCache<T>& c, const EnergyArgs& 
     return T(1) - s;
   }
   if (e.kind == kBox || e.kind == kGumbelBox) return box_energy(c, e, p, u, v, dim);
-  if (e.kind == kPoincare)
-    return poincare_distance(tables[0].cur.data() + u * dim, tables[0].cur.data() + v * dim, dim, (PairGrad<T>*)nullptr);
+  // hyperbolic: the gradient's coefficients come with the energy (same dot products), kept per pair
+  if (e.kind == kPoincare)  // x = x_u, y = x_v
+    return poincare_distance(tables[0].cur.data() + u * dim, tables[0].cur.data() + v * dim, dim, &c.pair_g[p]);
   if (e.kind == kCones) {  // max(0, Xi(x_v, x_u) - psi(x_v)); *pre keeps the excess for the clamp's gradient
-    *pre = cone_excess(tables[0].cur.data() + v * dim, tables[0].cur.data() + u * dim, dim, T(e.K),
-                       (PairGrad<T>*)nullptr);
+    PairGrad<T>& g = c.pair_g[p];
+    *pre = cone_excess(tables[0].cur.data() + v * dim, tables[0].cur.data() + u * dim, dim, T(e.K), &g);
+    std::swap(g.xx, g.yy), std::swap(g.xy, g.yx);  // x = x_v (general), y = x_u -> x = x_u, y = x_v
     return std::max(*pre, T(0));
   }
   if (e.kind == kBilinear) {  // E = -(z . x_v + b), z = x_u^T W from bilinear_products
@@ -658,7 +666,7 @@ T energy(const std::vector<Table<T>>& tables, RowCache<T>& c, const EnergyArgs& 
     T s = 0;
 #pragma omp simd reduction(+ : s)
     for (int64_t d = 0; d < dim; ++d) s += z[d] * y[d];
-    return -(s + c.bias);
+    return -(s + c.dense.bias);
   }
   const T* mu_u = (e.normalize ? c.unit.data() : tables[0].cur.data()) + u * dim;
   const T* mu_v = (e.normalize ? c.unit.data() : tables[0].cur.data()) + v * dim;
@@ -688,14 +696,8 @@ void energy_grad(std::vector<Table<T>>& tables, RowCache<T>& c, const EnergyArgs
   if (e.kind == kPoincare || e.kind == kCones) {
     const T* xu = tables[0].cur.data() + u * dim;
     const T* xv = tables[0].cur.data() + v * dim;
-    PairGrad<T> pg;
-    if (e.kind == kPoincare) {
-      poincare_distance(xu, xv, dim, &pg);  // x = x_u, y = x_v
-    } else {
-      if (!(pre >= T(0))) return;  // the clamp at zero passes gradient where the excess is >= 0
-      cone_excess(xv, xu, dim, T(e.K), &pg);  // x = x_v (general), y = x_u
-      std::swap(pg.xx, pg.yy), std::swap(pg.xy, pg.yx);  // now x = x_u, y = x_v
-    }
+    if (e.kind == kCones && !(pre >= T(0))) return;  // the clamp at zero passes gradient where excess >= 0
+    const PairGrad<T>& pg = c.pair_g[p];  // from energy(): x = x_u, y = x_v
     T* gu = tables[0].grad.data() + u * dim;
     T* gv = tables[0].grad.data() + v * dim;
     // separate loops: u == v is allowed (the cones' E(u, u) moves with psi), so gu may be gv
@@ -772,7 +774,7 @@ void bilinear_products(const std::vector<Table<T>>& tables, RowCache<T>& c, cons
     std::copy(cur + local[2 * p + 1] * dim, cur + (local[2 * p + 1] + 1) * dim, c.xv.data() + p * dim);
   }
   auto z = matrix(c.z.data(), n_pairs, dim);
-  at::mm_out(z, matrix(c.xu.data(), n_pairs, dim), matrix(c.w, dim, dim));
+  at::mm_out(z, matrix(c.xu.data(), n_pairs, dim), matrix(c.dense.w, dim, dim));
 }
 
 // Bilinear, after dL/dE (w): dE/dx_u = -W x_v, dE/dx_v = -W^T x_u, dE/dW = -x_u x_v^T, dE/db = -1, as
@@ -781,7 +783,7 @@ template <typename T>
 void bilinear_grads(std::vector<Table<T>>& tables, RowCache<T>& c, const std::vector<int64_t>& local,
                     const std::vector<T>& w, int64_t n_pairs, int64_t dim) {
   auto wv = matrix(c.wv.data(), n_pairs, dim);
-  at::mm_out(wv, matrix(c.xv.data(), n_pairs, dim), matrix(c.w, dim, dim).t());  // rows (W x_v)^T
+  at::mm_out(wv, matrix(c.xv.data(), n_pairs, dim), matrix(c.dense.w, dim, dim).t());  // rows (W x_v)^T
   T* g = tables[0].grad.data();
   T sum_w = 0;
   for (int64_t p = 0; p < n_pairs; ++p) {
@@ -800,19 +802,10 @@ void bilinear_grads(std::vector<Table<T>>& tables, RowCache<T>& c, const std::ve
 #pragma omp simd
     for (int64_t d = 0; d < dim; ++d) xv[d] *= -wp;  // x_v scaled by -w, for dW
   }
-  auto gw = matrix(c.gw, dim, dim);
+  auto gw = matrix(c.dense.gw, dim, dim);
   at::mm_out(gw, matrix(c.xu.data(), n_pairs, dim).t(), matrix(c.xv.data(), n_pairs, dim));
-  *c.gbias = -sum_w;
+  *c.dense.gbias = -sum_w;
 }
-
-// Bilinear's dense parameters: W (D, D), b, and where their gradients go (written by bilinear_grads).
-template <typename T>
-struct Dense {
-  const T* w = nullptr;
-  T bias = 0;
-  T* gw = nullptr;
-  T* gbias = nullptr;
-};
 
 template <typename T>
 double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const int64_t* pairs, int64_t n_pairs,
@@ -838,8 +831,9 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
 
   std::vector<T> en(n_pairs), pre(n_pairs, T(0));
   if (e.kind == kBox || e.kind == kGumbelBox) cache.pair_f.resize(n_pairs * 3 * dim);
+  if (e.kind == kPoincare || e.kind == kCones) cache.pair_g.resize(n_pairs);
   if (e.kind == kBilinear) {
-    cache.w = dense.w, cache.bias = dense.bias, cache.gw = dense.gw, cache.gbias = dense.gbias;
+    cache.dense = dense;
     bilinear_products(tables, cache, local, n_pairs, dim);
   }
   for (int64_t p = 0; p < n_pairs; ++p)
@@ -972,8 +966,7 @@ double concept_step(std::vector<torch::Tensor> values, std::vector<torch::Tensor
       tables[i].bounds = {scalar_t(lower[i]), scalar_t(upper[i])};
       tables[i].ball = ball[i];
       tables[i].norm_lo = scalar_t(norm_lo[i]);
-      // a ball's projection is geoopt's (its own max norm per dtype); a finite bound is the annulus'
-      tables[i].norm_hi = std::isfinite(norm_hi[i]) ? scalar_t(norm_hi[i]) : (ball[i] ? ball_max_norm<scalar_t>() : scalar_t(0));
+      tables[i].norm_hi = scalar_t(norm_hi[i]);
     }
     Dense<scalar_t> d;
     if (n_dense) {

@@ -20,6 +20,11 @@ from orderlib import penalties
 from orderlib.encoders.concepts import CONCEPT_MODELS, ConceptModel
 
 
+def _unit_ball(ball: geoopt.PoincareBall) -> bool:
+    """Is this the curvature -1 ball, the only one the compiled step (concept_step.cpp) knows."""
+    return abs(float(ball.k) + 1.0) <= 1e-6
+
+
 class PoincareEmbedding(ConceptModel):
     """Poincare embeddings (Nickel & Kiela, NeurIPS 2017).
 
@@ -55,8 +60,8 @@ class PoincareEmbedding(ConceptModel):
 
     def fused_energy(self):
         """The training energy (the distance) for the compiled step; rows on the ball, projected as projx."""
-        if abs(float(self.ball.k) + 1.0) > 1e-6:
-            return None  # the kernel's ball has curvature -1
+        if not _unit_ball(self.ball):
+            return None
         return {"energy": "poincare_distance", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)],
                 "params": [], "ball": [True], "norm_bounds": [(0.0, math.inf)]}
 
@@ -96,8 +101,8 @@ class HyperbolicCones(ConceptModel):
 
     def fused_energy(self):
         """The energy for the compiled step; rows on the ball, norms clamped into the annulus."""
-        if abs(float(self.ball.k) + 1.0) > 1e-6:
-            return None  # the kernel's ball has curvature -1
+        if not _unit_ball(self.ball):
+            return None
         return {"energy": "cones", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)], "params": [self.K],
                 "ball": [True], "norm_bounds": [(self.r_min, self.r_max)]}
 

@@ -89,9 +89,8 @@ ROW_NOTES = {
                                 "epochs (they ran 20 and picked the epoch on test).",
     "Poincaré embeddings": "Beyond the paper: " + LATER["Poincaré embeddings"] + ". 50-d Poincaré ball (geoopt's "
                            "manifold maths and Riemannian Adam on touched rows, compiled), softmax ranking loss "
-                           "over the distance "
-                           "with 3 random negatives per pair, thresholded on (1 + alpha(||v|| - ||u||)) d(u, v), "
-                           "alpha 1; no burn-in, 5 epochs.",
+                           "over the distance with 3 random negatives per pair, thresholded on "
+                           "(1 + alpha(||v|| - ||u||)) d(u, v), alpha 1; no burn-in, 5 epochs.",
     "hyperbolic entailment cones": "Beyond the paper: " + LATER["hyperbolic entailment cones"] + ". Energy "
                                    "max(0, Xi(v, u) - psi(v)), K 0.1, started from the same seed's Poincaré "
                                    "embeddings x 0.7, Eq. (4)-style loss with margin 0.01, Riemannian Adam lr 0.01.",

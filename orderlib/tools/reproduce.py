@@ -78,13 +78,18 @@ def mark_failed(tables: Path, since: float, notebook: str, error: str, commit: s
     return marked
 
 
+def _timed_on(meta: dict, notebook: str) -> str | None:
+    """The machine that timed `notebook` in a bench_reproduce meta: its own record, else the table's."""
+    return meta.get("notebooks", {}).get(notebook, {}).get("device") or meta.get("device")
+
+
 def previous_devices(tables: Path) -> dict[str, str]:
     """The machine that timed each notebook of the last bench_reproduce under `tables` (where recorded)."""
     meta = tables / f"{TABLE_ID}.meta.json"
     if not meta.exists():
         return {}
     m = json.loads(meta.read_text())
-    return {nb: info.get("device") or m.get("device") for nb, info in m.get("notebooks", {}).items()}
+    return {nb: _timed_on(m, nb) for nb in m.get("notebooks", {})}
 
 
 def previous_times(tables: Path) -> tuple[dict[str, float], str]:
@@ -116,7 +121,7 @@ def carried_runs(tables: Path, timed: set[str]) -> list[dict]:
         v = dict(zip(g.metric, g.ours))
         info = m.get("notebooks", {}).get(name, {})
         r = {"notebook": name, "seconds": 60 * float(v["wall time (min)"]), "reports": info.get("reports", []),
-             "commit": info.get("commit") or m.get("git_commit", ""), "device": info.get("device") or m.get("device"),
+             "commit": info.get("commit") or m.get("git_commit", ""), "device": _timed_on(m, name),
              "recorded": "models in its reports" in v}
         for metric, key in METRIC_KEYS.items():
             r[key] = float(v.get(metric, 0.0)) * (60 if key == "train_seconds" else 1)

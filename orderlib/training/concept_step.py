@@ -28,13 +28,18 @@ ENERGIES = {"order_violation": (0, []), "cosine": (1, ["eps"]), "density_order":
 LOSSES = {"max_margin": 0, "ranking_hinge": 1, "binary_cross_entropy": 2, "logistic_ranking": 3}  # the kernel's codes
 
 
+def ball_flags(spec: dict) -> list[bool]:
+    """Per table of a fused_energy() spec: are its rows points of the unit Poincaré ball."""
+    return [bool(b) for b in spec.get("ball", [False] * len(spec["tables"]))]
+
+
 def applies(model, optimizer: str, loss: str, device: torch.device) -> bool:
     """True where the compiled step computes what the PyTorch step would."""
     spec = model.fused_energy()
     dense = [n for n, p in model.named_parameters() if n not in model.tables() and p.requires_grad]
     if spec is None:
         return False
-    balls = {t for t, b in zip(spec["tables"], spec.get("ball", [False] * len(spec["tables"]))) if b}
+    balls = {t for t, b in zip(spec["tables"], ball_flags(spec)) if b}
     return (optimizer in ("lazy_adam", "sparse_adam") and dense == spec.get("dense", [])
             and set(model.manifolds()) == balls
             and loss in LOSSES and torch.device(device).type == "cpu"
@@ -53,7 +58,7 @@ class FusedStep:
         self.names = spec["tables"]
         self.lower = [lo for lo, _ in spec["bounds"]]
         self.upper = [hi for _, hi in spec["bounds"]]
-        self.ball = [bool(b) for b in spec.get("ball", [False] * len(self.names))]
+        self.ball = ball_flags(spec)
         norms = spec.get("norm_bounds", [(0.0, math.inf)] * len(self.names))
         self.norm_lo, self.norm_hi = [float(lo) for lo, _ in norms], [float(hi) for _, hi in norms]
         self.energy, names = ENERGIES[spec["energy"]]
