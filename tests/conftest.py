@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from orderlib.data.wordnet import wordnet_dir
+from orderlib.training import loop
 
 
 @pytest.fixture(scope="session")
@@ -57,6 +58,7 @@ def interrupt_then_resume(tmp_path, monkeypatch):
             return real(*args, **kwargs)
 
         ckpt = tmp_path / "run.pt"
+        monkeypatch.setattr(loop, "CHECKPOINT_EVERY_S", 0.0)  # a checkpoint after every epoch
         monkeypatch.setattr(module, "train_epoch", interrupted)
         with pytest.raises(KeyboardInterrupt):
             train(ckpt)

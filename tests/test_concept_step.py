@@ -87,6 +87,23 @@ def test_fused_step_matches_pytorch_step(name, kw, k, optimizer):
         torch.testing.assert_close(st_out.rows.moments[name_], st_ref.rows.moments[name_], rtol=1e-5, atol=1e-9)
 
 
+@pytest.mark.parametrize("name,kw", CASES)
+def test_compiled_flush_matches_rowadam_flush(name, kw):
+    """Epoch end: the kernel's catch-up of every idle row (concept_flush) against RowAdam.flush."""
+    (out, st_out, _), (ref, st_ref, _) = (_train(name, True, steps=5, idle_from={0}, **kw) for _ in range(2))
+    before = {n: p.detach().clone() for n, p in out.named_parameters()}
+    st_out.flush()  # the compiled pass
+    st_ref.rows.flush(ref.constrain)  # RowAdam's, over blocks of rows in ATen
+    assert torch.equal(st_out.rows.last, st_ref.rows.last) and (st_out.rows.last == 5).all()
+    balls = set(out.manifolds())
+    for (n1, p1), p2 in zip(ref.named_parameters(), out.parameters()):
+        torch.testing.assert_close(p2, p1, rtol=0, atol=1e-12, msg=n1)
+        if n1 in out.tables() and n1 not in balls:  # rows idle since step 0 moved (ball rows never catch up)
+            assert (p2[30:] - before[n1][30:]).abs().max() > 1e-6, n1
+    for name_ in st_ref.rows.moments:
+        torch.testing.assert_close(st_out.rows.moments[name_], st_ref.rows.moments[name_], rtol=1e-12, atol=1e-15)
+
+
 def test_fused_step_keeps_constraints():
     model, _, _ = _train("order-embeddings", True, steps=20, idle_from=set(range(0, 20, 3)))
     assert (model.emb.weight >= 0).all()

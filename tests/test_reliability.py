@@ -169,6 +169,24 @@ def test_a_second_run_waits_for_the_checkpoint_then_loads_the_finished_model(tmp
     assert results["second"].resumed and len(results["second"].history) == 3
 
 
+@pytest.mark.parametrize("every,saved_after", [(0.0, [0, 1, 2, 3]), (3600.0, [3]), (0.3, [1, 3])])
+def test_checkpoints_at_most_one_per_interval_and_always_the_last_epoch(tmp_path, monkeypatch, every, saved_after):
+    from orderlib.training import loop
+
+    monkeypatch.setattr(loop, "CHECKPOINT_EVERY_S", every)
+    saves = []
+    monkeypatch.setattr(loop, "save_checkpoint", lambda path, state: saves.append(state["epoch"]))
+    model = torch.nn.Linear(1, 1)
+
+    def epoch(e):
+        time.sleep(0.2)
+        return 1.0
+
+    fit(model, torch.optim.SGD(model.parameters(), lr=0.1), {}, epoch, lambda: {"s": 1.0}, "s", 4, 4,
+        tmp_path / "m.pt", progress=False)
+    assert saves == saved_after
+
+
 def test_lock_is_exclusive(tmp_path):
     events = []
 

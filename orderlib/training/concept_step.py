@@ -84,3 +84,11 @@ class FusedStep:
         r.t += 1
         return loss
 
+    def flush(self) -> None:
+        """Bring every row up to the current step (RowAdam.flush's catch-up rule, in one compiled pass)."""
+        r = self.rows
+        if r.catch_up:
+            self.kernel.concept_flush([r.tables[k] for k in self.names], [r.moments[k] for k in self.names],
+                                      self.lower, self.upper, r.last, r.t, r.lr, r.betas[0], r.betas[1], r.window,
+                                      r.EXACT_UNTIL, self.ball, self.norm_lo, self.norm_hi)
+

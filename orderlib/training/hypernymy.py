@@ -135,7 +135,9 @@ class _Stepper:
 
     def flush(self) -> None:
         """Apply every pending row update (before evaluating or saving)."""
-        if self.rows is not None:
+        if self.fused is not None:
+            self.fused.flush()
+        elif self.rows is not None:
             self.rows.flush(self.model.constrain)
 
     def state_dict(self) -> dict:
