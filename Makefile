@@ -39,7 +39,8 @@ test: data browser
 	echo "$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $$nbs"; \
 	$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $$nbs
 
-reproduce: data clean-runs resume bench index
+# The notebooks only (the papers' tables and figures); the benchmarks are `make bench`.
+reproduce: data clean-runs resume index
 
 # Headless Chromium for the JupyterLab test (apt where possible; the test skips without it).
 browser: $(STAMP)
