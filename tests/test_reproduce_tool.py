@@ -123,3 +123,20 @@ def test_a_previous_time_from_another_machine_is_no_baseline(tmp_path):
         assert ("previous / this wall time" in set(df.metric)) == compared
         notes = (tmp_path / f"{R.TABLE_ID}.md").read_text()
         assert ("on another machine (Some Other CPU, 2 threads)" in notes) == (not compared)
+
+
+def test_machine_reference_is_recorded_per_run_and_kept_with_carried_rows(tmp_path):
+    ref = R.reference_speed(0.05)
+    assert set(ref) == {"gemm_gflops", "gather_gbs"} and all(v > 0 for v in ref.values())
+    run = {"notebook": "00_a", "seconds": 30.0, "models": 0, "trained": 0, "train_seconds": 0.0, "recorded": False,
+           "reports": []}
+    R.write_bench([run], tmp_path, "full", [], "1111111aaaa", {}, "", {"start": ref, "end": ref})
+    meta = json.loads((tmp_path / f"{R.TABLE_ID}.meta.json").read_text())
+    assert meta["machine_reference"]["start"] == ref and meta["notebooks"]["00_a"]["reference"] == ref
+    assert "Machine reference" in (tmp_path / f"{R.TABLE_ID}.md").read_text()
+    carried = R.carried_runs(tmp_path, {"01_b"})  # a later run of another notebook keeps 00_a's reference
+    assert carried[0]["reference"] == ref
+    later = {**run, "notebook": "01_b"}
+    R.write_bench([later], tmp_path, "full", [], "2222222bbbb", {}, "1111111", None)
+    meta = json.loads((tmp_path / f"{R.TABLE_ID}.meta.json").read_text())
+    assert meta["notebooks"]["00_a"]["reference"] == ref and meta["notebooks"]["01_b"]["reference"] is None

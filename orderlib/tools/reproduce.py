@@ -4,7 +4,8 @@ per notebook its wall time, its share of the run, the training time of its repor
 many of them this run trained rather than loaded from checkpoints, beside the previous
 bench_reproduce's wall time (its commit in the notes) where that run timed the same notebook.
 A run of some notebooks keeps the previous table's rows for the others (a full pipeline takes
-longer than one sitting): each row names the commit of the run that timed it.
+longer than one sitting): each row names the commit of the run that timed it. A fixed reference
+workload timed at the start and end of the run (`reference_speed`) says how fast the machine was.
 
     .venv/bin/python -m orderlib.tools.reproduce [--preset full] notebooks/00_oe_fig2_toy2d.ipynb ...
 """
@@ -40,6 +41,34 @@ def model_counts(metas: list[dict]) -> dict:
     return {"models": len(models), "trained": sum(not r["loaded_from_checkpoint"] for r in models.values()),
             "train_seconds": sum(r["train_seconds"] or 0.0 for r in models.values()),
             "recorded": all("training" in m for m in metas) and bool(metas)}
+
+
+def reference_speed(seconds: float = 1.0) -> dict[str, float]:
+    """Time a fixed workload on this machine: the float32 GEMM rate on torch's threads and the rate of
+    gathering random 400-byte rows from a 128 MB table (what the Table 1 steps wait on). Virtual
+    machines of one kind run at speeds that vary by tens of percent from hour to hour; a run's wall
+    times compare with another run's only in proportion to these."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(1024, 1024, generator=g), torch.randn(1024, 1024, generator=g)
+    table = torch.randn(327680, 100, generator=g)  # (R, 100) float32 rows, 128 MB
+    idx = torch.randint(0, table.shape[0], (65536,), generator=g)
+
+    def rate(fn, work: float) -> float:
+        fn()
+        n, t0 = 0, time.perf_counter()
+        while n == 0 or time.perf_counter() - t0 < seconds:
+            fn()
+            n += 1
+        return n * work / (time.perf_counter() - t0)
+
+    return {"gemm_gflops": round(rate(lambda: a @ b, 2 * 1024 ** 3) / 1e9, 1),
+            "gather_gbs": round(rate(lambda: table.index_select(0, idx), idx.numel() * 400) / 1e9, 2)}
+
+
+def describe_reference(ref: dict | None) -> str:
+    return f"GEMM {ref['gemm_gflops']:g} GFLOP/s, row gather {ref['gather_gbs']:g} GB/s" if ref else "not measured"
 
 
 def run_notebook(nb: Path, preset: str, out_dir: Path, tables: Path, kernel: str | None = None,
@@ -122,7 +151,7 @@ def carried_runs(tables: Path, timed: set[str]) -> list[dict]:
         info = m.get("notebooks", {}).get(name, {})
         r = {"notebook": name, "seconds": 60 * float(v["wall time (min)"]), "reports": info.get("reports", []),
              "commit": info.get("commit") or m.get("git_commit", ""), "device": _timed_on(m, name),
-             "recorded": "models in its reports" in v}
+             "recorded": "models in its reports" in v, "reference": info.get("reference")}
         for metric, key in METRIC_KEYS.items():
             r[key] = float(v.get(metric, 0.0)) * (60 if key == "train_seconds" else 1)
         out.append(r)
@@ -163,11 +192,13 @@ def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
 
 
 def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Path], commit: str,
-                before: dict[str, float], before_commit: str) -> pd.DataFrame:
-    """Write bench_reproduce from this run's timed notebooks and the previous table's other rows."""
+                before: dict[str, float], before_commit: str, reference: dict | None = None) -> pd.DataFrame:
+    """Write bench_reproduce from this run's timed notebooks and the previous table's other rows;
+    `reference`: reference_speed() at the start and end of this run ({"start": ..., "end": ...})."""
     here = device_description("cpu")
+    reference = reference or {}
     for r in runs:
-        r["commit"], r["device"] = commit, here
+        r["commit"], r["device"], r["reference"] = commit, here, reference.get("start")
     timed = {r["notebook"] for r in runs}
     carried = carried_runs(tables, timed)
     # Compare only what this run timed (a carried row's previous time is its own), and only with a
@@ -182,8 +213,9 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
             "git_commit": commit, "data_source": "each notebook's own (see its reports' .meta.json)",
             "data_fingerprint": fp, "wall_time_s": sum(r["seconds"] for r in runs if r["notebook"] in timed),
             "notebooks": {r["notebook"]: {"reports": r["reports"], "seconds": round(r["seconds"], 1),
-                                          "commit": r["commit"], "device": r["device"]} for r in runs},
-            "previous_run_commit": before_commit or None}
+                                          "commit": r["commit"], "device": r["device"],
+                                          "reference": r.get("reference")} for r in runs},
+            "machine_reference": reference or None, "previous_run_commit": before_commit or None}
     notes = ("Wall time of each notebook executed by papermill in this run, one after another on the machine "
              "in the provenance. 'models trained in this run' counts the models of the notebook's reports that "
              "were not loaded from checkpoints: a notebook whose models were all loaded times its evaluation "
@@ -197,6 +229,11 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
     if carried:
         notes += (f" Rows of {', '.join(r['notebook'] for r in carried)} were timed by an earlier run and kept "
                   "(column 'timed at'); the total adds runs made at different commits.")
+    if reference:
+        notes += (f" Machine reference (reproduce.reference_speed, a fixed workload) at the start of this run: "
+                  f"{describe_reference(reference.get('start'))}; at its end: {describe_reference(reference.get('end'))}. "
+                  "Hosts of one kind vary in speed: compare wall times across runs in proportion to these "
+                  "(per notebook in the meta).")
     machines = sorted({short_device(r.get("device")) for r in runs} - {""})
     if len(machines) > 1:
         notes += (f" The rows were timed on different machines ({'; '.join(machines)}; column 'timed on'): "
@@ -217,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = run_paths(TABLE_ID, args.preset).tables
     before, before_commit = previous_times(tables)
     commit, runs = git_commit(), []
+    reference = {"start": reference_speed()}
     for nb in args.notebooks:
         print(f"== {nb} (PRESET={args.preset})", flush=True)
         start = time.time()
@@ -227,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             marked = mark_failed(tables, start, nb.name, error, commit)
             if runs:  # the notebooks that finished keep their timings
                 write_bench(runs, tables, args.preset, args.notebooks[: len(runs)], commit, before,
-                            before_commit)
+                            before_commit, {**reference, "end": reference_speed()})
             print(f"FAILED: {nb} stopped: {error}\n  executed copy: {out_dir / nb.name}\n  reports it wrote, "
                   f"marked failed_run in their .meta.json (do not cite or commit them): {', '.join(marked) or 'none'}"
                   + (f"\n  bench_reproduce written for the {len(runs)} notebook(s) that finished" if runs else ""),
@@ -237,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
             from orderlib.tools.publish_notebook import publish
 
             print(f"published {publish(out_dir / nb.name)}", flush=True)
-    df = write_bench(runs, tables, args.preset, args.notebooks, commit, before, before_commit)
+    reference["end"] = reference_speed()
+    df = write_bench(runs, tables, args.preset, args.notebooks, commit, before, before_commit, reference)
     print(df.to_string(index=False))
     return 0
 
