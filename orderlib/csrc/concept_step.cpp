@@ -197,12 +197,37 @@ void prefetch(const void* p, int64_t bytes) {
   for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(static_cast<const char*>(p) + off);
 }
 
+// The catch-up of a row idle for k steps (RowAdam._apply_skipped): the momentum's move and the
+// moments' decay, shared by `gather` (touched rows) and `flush_rows` (every row).
+template <typename T>
+struct CatchUp {
+  T step = 0, d1 = 1, d2 = 1;  // default: no skipped steps
+  CatchUp() = default;
+  CatchUp(SkippedFactor& factor, int64_t k, const Adam& a)
+      : step(T(a.lr) * T(factor(k))),
+        // as the reference: b^k from an int64 k times a Python float, i.e. in float32
+        d1(T(std::exp(float(k) * float(std::log(a.b1))))),
+        d2(T(std::exp(float(k) * float(std::log(a.b2))))) {}
+
+  // x, m (and v = m + dim) advanced into xo, mo (vo = mo + dim); in place where xo = x and mo = m.
+  void apply(const T* x, const T* m, T* xo, T* mo, int64_t dim) const {
+    const T tiny = T(kTiny);
+    const T* v = m + dim;
+    T* vo = mo + dim;
+#pragma omp simd
+    for (int64_t d = 0; d < dim; ++d) {
+      xo[d] = x[d] - step * m[d] / std::sqrt(std::max(v[d], tiny));
+      mo[d] = m[d] * d1;
+      vo[d] = std::max(v[d] * d2, tiny);
+    }
+  }
+};
+
 // Gather `rows` of every table into cur / mv, advanced by the catch-up rule to step t.
 template <typename T>
 void gather(std::vector<Table<T>>& tables, const int64_t* last, const std::vector<int64_t>& rows, int64_t dim,
             int64_t t, const Adam& a) {
   const int64_t n_rows = int64_t(rows.size());
-  const T tiny = T(kTiny);
   for (auto& tb : tables) {
     tb.cur.resize(n_rows * dim);
     tb.mv.resize(n_rows * 2 * dim);
@@ -221,31 +246,18 @@ void gather(std::vector<Table<T>>& tables, const int64_t* last, const std::vecto
     const int64_t row = rows[i];
     const int64_t k = t - last[row];
     const bool idle = a.catch_up && t > 0 && k > 0;
-    T step = 0, d1 = 1, d2 = 1;
-    if (idle) {
-      step = T(a.lr) * T(factor(k));
-      // as the reference: b^k from an int64 k times a Python float, i.e. in float32
-      d1 = T(std::exp(float(k) * float(std::log(a.b1))));
-      d2 = T(std::exp(float(k) * float(std::log(a.b2))));
-    }
+    const CatchUp<T> cu = idle ? CatchUp<T>(factor, k, a) : CatchUp<T>();
     for (auto& tb : tables) {
       const T* x = tb.values + row * dim;
       const T* m = tb.moments + row * 2 * dim;
-      const T* v = m + dim;
       T* xo = tb.cur.data() + i * dim;
       T* mo = tb.mv.data() + i * 2 * dim;
-      T* vo = mo + dim;
       if (!idle || tb.ball) {  // ball rows: SparseAdam's rule, no catch-up (as RowAdam)
         std::copy(x, x + dim, xo);
         std::copy(m, m + 2 * dim, mo);
         continue;
       }
-#pragma omp simd
-      for (int64_t d = 0; d < dim; ++d) {
-        xo[d] = x[d] - step * m[d] / std::sqrt(std::max(v[d], tiny));
-        mo[d] = m[d] * d1;
-        vo[d] = std::max(v[d] * d2, tiny);
-      }
+      cu.apply(x, m, xo, mo, dim);
       tb.bounds.apply(xo, dim);
     }
   }
@@ -905,24 +917,15 @@ double step(std::vector<Table<T>>& tables, int64_t* last, int64_t* mark, const i
 template <typename T>
 void flush_rows(std::vector<Table<T>>& tables, int64_t* last, int64_t n, int64_t dim, int64_t t, const Adam& a) {
   SkippedFactor factor(a, t);
-  const T tiny = T(kTiny);
   for (int64_t row = 0; row < n; ++row) {
     const int64_t k = t - last[row];
     if (k <= 0) continue;
-    const T step = T(a.lr) * T(factor(k));
-    const T d1 = T(std::exp(float(k) * float(std::log(a.b1))));  // as gather: in float32
-    const T d2 = T(std::exp(float(k) * float(std::log(a.b2))));
+    const CatchUp<T> cu(factor, k, a);
     for (auto& tb : tables) {
       if (tb.ball) continue;
       T* x = tb.values + row * dim;
       T* m = tb.moments + row * 2 * dim;
-      T* v = m + dim;
-#pragma omp simd
-      for (int64_t d = 0; d < dim; ++d) {
-        x[d] -= step * m[d] / std::sqrt(std::max(v[d], tiny));
-        m[d] *= d1;
-        v[d] = std::max(v[d] * d2, tiny);
-      }
+      cu.apply(x, m, x, m, dim);
       tb.bounds.apply(x, dim);
       clamp_norm(tb, x, dim);
     }

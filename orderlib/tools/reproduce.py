@@ -68,6 +68,7 @@ def reference_speed(seconds: float = 1.0) -> dict[str, float]:
 
 
 def describe_reference(ref: dict | None) -> str:
+    """One line for a reference_speed() result (or "not measured")."""
     return f"GEMM {ref['gemm_gflops']:g} GFLOP/s, row gather {ref['gather_gbs']:g} GB/s" if ref else "not measured"
 
 
