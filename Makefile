@@ -7,6 +7,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PRESET ?= full
+# Notebooks run side by side (orderlib/tools/lanes.py): auto = 2 on two cores or more; 1 = one after another.
+LANES ?= auto
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 .PHONY: help venv data browser test reproduce resume bench bench-penalty index strip notebooks clean-runs
@@ -57,14 +59,16 @@ bench: bench-penalty
 	$(PY) benchmarks/word2gauss_loop.py
 	$(PY) benchmarks/concept_step.py
 	$(PY) benchmarks/gru_step.py
+	$(PY) benchmarks/lanes.py
 
 bench-penalty: data
 	$(PY) benchmarks/penalty.py
 
 # Like reproduce, but keeps the checkpoints of an interrupted run and resumes from them.
 # Each notebook is timed; the timings are the bench_reproduce table (orderlib/tools/reproduce.py).
+# With LANES=2 a notebook's output goes to runs/executed/<notebook>.log.
 resume: data
-	$(PY) -m orderlib.tools.reproduce --preset $(PRESET) $(NOTEBOOKS)
+	$(PY) -m orderlib.tools.reproduce --preset $(PRESET) --lanes $(LANES) $(NOTEBOOKS)
 	@echo "reports written to reports/ (full preset) or runs/<preset>/reports (others)"
 
 # Strip notebook outputs, keeping only cells marked NBVAL_CHECK_OUTPUT (nbval compares those).

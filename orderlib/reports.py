@@ -123,7 +123,9 @@ def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | Non
     that the CSV keeps); by default the CSV's rows.
 
     `meta` should hold at least preset, seed, device, data source and fingerprint and wall time;
-    the git commit (unless given: take it when the run starts), timestamp and versions are added.
+    the git commit (unless given: take it when the run starts), timestamp and versions are added,
+    and the notebook that wrote it where `make reproduce` ran one (ORDERLIB_NOTEBOOK; it attributes
+    reports to notebooks run side by side).
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
@@ -136,7 +138,9 @@ def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | Non
     out_dir = Path(out_dir or repo_root() / "reports" / "tables")
     full_meta = {"id": table_id, "git_commit": meta.get("git_commit") or git_commit(),
                  "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
-                 "python": platform.python_version(), **meta}
+                 "python": platform.python_version(),
+                 **({"notebook": os.environ["ORDERLIB_NOTEBOOK"]} if os.environ.get("ORDERLIB_NOTEBOOK") else {}),
+                 **meta}
     paths = {"csv": out_dir / f"{table_id}.csv", "md": out_dir / f"{table_id}.md",
              "meta": out_dir / f"{table_id}.meta.json"}
     # All three are rendered before any is replaced, then renamed together: never a new CSV beside

@@ -14,11 +14,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from orderlib import threadshare
 from orderlib.checkpoint import atomic_write_text
 from orderlib.paths import repo_root
 from orderlib.reports import device_description, git_commit, write_table
@@ -72,36 +76,76 @@ def describe_reference(ref: dict | None) -> str:
     return f"GEMM {ref['gemm_gflops']:g} GFLOP/s, row gather {ref['gather_gbs']:g} GB/s" if ref else "not measured"
 
 
-def run_notebook(nb: Path, preset: str, out_dir: Path, tables: Path, kernel: str | None = None,
-                 start: float | None = None) -> dict:
-    """Execute one notebook on `preset` into out_dir; return its timing and the reports it wrote
-    (those under `tables` written since `start`, a time.time(); default: now)."""
-    import papermill
-
+def launch(nb: Path, preset: str, out_dir: Path, kernel: str | None = None, threads: int | None = None,
+           log=None, share: Path | None = None) -> subprocess.Popen:
+    """Start papermill on `nb` (PRESET=preset) in a child process that writes out_dir/<name>. Its
+    kernel names `nb` in the reports it writes (ORDERLIB_NOTEBOOK, see reports.write_table) and runs
+    torch on `threads` threads (None: torch's default, all cores), then on the count written to the
+    file `share` (orderlib.threadshare). Output goes to `log` (a file) or here."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    start, t0 = start or time.time(), time.perf_counter()
-    papermill.execute_notebook(str(nb), str(out_dir / nb.name), parameters={"PRESET": preset}, kernel_name=kernel,
-                               progress_bar=True)
-    seconds = time.perf_counter() - t0
-    metas = [json.loads(p.read_text()) for p in tables_since(tables, start)]
+    env = {**os.environ, "ORDERLIB_NOTEBOOK": nb.name}
+    env.pop(threadshare.ENV, None)
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    if share:
+        atomic_write_text(share, f"{threads}\n")
+        env[threadshare.ENV] = str(share)
+    cmd = [sys.executable, "-m", "papermill", str(nb), str(out_dir / nb.name), "-p", "PRESET", preset,
+           "--progress-bar", *(["-k", kernel] if kernel else [])]
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
+
+
+def notebook_error(executed: Path) -> str:
+    """One line: the first error an executed notebook's cells raised, and the cell's execution count."""
+    try:
+        nb = json.loads(executed.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        return f"no executed notebook to read ({e})"
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                evalue = str(out.get("evalue", "")).strip().splitlines()
+                return f"{out.get('ename')}{': ' + evalue[0] if evalue else ''} (cell [{cell.get('execution_count')}])"
+    return "papermill failed before any cell raised (see its output)"
+
+
+class NotebookFailed(RuntimeError):
+    """A notebook stopped with an error (the message: notebook_error's line)."""
+
+
+def finished(nb: Path, seconds: float, tables: Path, start: float) -> dict:
+    """The timing record of a notebook that finished: its wall time and the reports it wrote
+    (those under `tables` written since `start`, a time.time(), that name it or no notebook)."""
+    metas = [m for m in (json.loads(p.read_text()) for p in tables_since(tables, start))
+             if m.get("notebook", nb.name) == nb.name]
     return {"notebook": nb.name, "seconds": seconds, "reports": [m["id"] for m in metas], **model_counts(metas)}
 
 
+def run_notebook(nb: Path, preset: str, out_dir: Path, tables: Path, kernel: str | None = None,
+                 start: float | None = None, threads: int | None = None) -> dict:
+    """Execute one notebook on `preset` into out_dir; return its timing and the reports it wrote
+    (those under `tables` written since `start`, a time.time(); default: now). Raise NotebookFailed."""
+    start, t0 = start or time.time(), time.perf_counter()
+    if launch(nb, preset, out_dir, kernel, threads).wait() != 0:
+        raise NotebookFailed(notebook_error(out_dir / nb.name))
+    return finished(nb, time.perf_counter() - t0, tables, start)
+
+
 def describe_failure(exc: BaseException) -> str:
-    """One line: the exception a notebook cell raised and the cell's execution count."""
-    if hasattr(exc, "ename"):  # papermill.PapermillExecutionError
-        evalue = str(exc.evalue).strip().splitlines()
-        return f"{exc.ename}{': ' + evalue[0] if evalue else ''} (cell [{exc.exec_count}])"
-    return f"{type(exc).__name__}: {exc}"
+    """One line: the error a notebook cell raised (NotebookFailed) or what stopped its start."""
+    return str(exc) if isinstance(exc, NotebookFailed) else f"{type(exc).__name__}: {exc}"
 
 
 def mark_failed(tables: Path, since: float, notebook: str, error: str, commit: str) -> list[str]:
     """Add `failed_run` to the .meta.json of every report under `tables` written since `since`:
     the notebook that wrote it stopped later (e.g. at its final sanity asserts), so the table must
-    not be cited or committed (`report_index` refuses it). Return the report ids marked."""
+    not be cited or committed (`report_index` refuses it). Reports that name another notebook (one
+    run beside it) are left alone. Return the report ids marked."""
     marked = []
     for p in tables_since(tables, since):
         meta = json.loads(p.read_text())
+        if meta.get("notebook", notebook) != notebook:
+            continue
         meta["failed_run"] = {"notebook": notebook, "error": error, "commit": commit}
         atomic_write_text(p, json.dumps(meta, indent=2, default=str) + "\n")
         marked.append(meta.get("id", p.name[: -len(".meta.json")]))
@@ -167,10 +211,13 @@ def short_device(description: str | None) -> str:
     return " ".join(d.replace("(", ", ").replace(")", "").split()).replace(" ,", ",")
 
 
-def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
-    """Long format: per notebook (and the total) wall time, share, model counts, training time and,
-    where the previous run timed it, that time and the ratio previous / now."""
-    total = sum(r["seconds"] for r in runs)
+def bench_table(runs: list[dict], before: dict[str, float], wall: float | None = None) -> pd.DataFrame:
+    """Long format: per notebook (and the total) wall time, share of the notebooks' summed time,
+    model counts, training time, where recorded the torch threads it ran on and when it started,
+    and, where the previous run timed it, that time and the ratio previous / now. `wall`: the
+    total's wall time where notebooks ran side by side (default: their sum)."""
+    summed = sum(r["seconds"] for r in runs)
+    total = summed if wall is None else wall
     rows = []
     for r in runs + [{"notebook": "total", "seconds": total, "models": sum(x["models"] for x in runs),
                       "trained": sum(x["trained"] for x in runs),
@@ -179,7 +226,16 @@ def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
             rows.append({"method": r["notebook"], "metric": metric, "paper": None, "ours": value,
                          "timed at": r.get("commit", "")[:7], "timed on": short_device(r.get("device"))})
         add("wall time (min)", r["seconds"] / 60)
-        add("share of the run's wall time (%)", 100 * r["seconds"] / total if total else None)
+        add("share of the run's wall time (%)",
+            (100.0 if r["notebook"] == "total" else 100 * r["seconds"] / summed) if summed else None)
+        if r["notebook"] == "total" and wall is not None:
+            add("notebooks' wall times summed (min)", summed / 60)
+        if r.get("threads"):
+            add("torch threads at its start", r["threads"])
+        for at, n in r.get("raised") or []:
+            add(f"torch threads raised to {n} (min into it)", at / 60)
+        if r.get("started") is not None:
+            add("started (min into the run)", r["started"] / 60)
         if r["recorded"]:
             add("models in its reports", r["models"])
             add("models trained in this run", r["trained"])
@@ -193,9 +249,11 @@ def bench_table(runs: list[dict], before: dict[str, float]) -> pd.DataFrame:
 
 
 def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Path], commit: str,
-                before: dict[str, float], before_commit: str, reference: dict | None = None) -> pd.DataFrame:
+                before: dict[str, float], before_commit: str, reference: dict | None = None,
+                wall: float | None = None, lanes: int = 1) -> pd.DataFrame:
     """Write bench_reproduce from this run's timed notebooks and the previous table's other rows;
-    `reference`: reference_speed() at the start and end of this run ({"start": ..., "end": ...})."""
+    `reference`: reference_speed() at the start and end of this run ({"start": ..., "end": ...});
+    `wall`: this run's wall time where `lanes` > 1 ran notebooks side by side."""
     here = device_description("cpu")
     reference = reference or {}
     for r in runs:
@@ -208,19 +266,29 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
     other_machine = sorted(k for k in before if k in timed and then.get(k) != here)
     comparable = {k: v for k, v in before.items() if k in timed and k not in other_machine}
     runs = sorted(carried + runs, key=lambda r: r["notebook"])
-    df = bench_table(runs, comparable)
+    side_by_side = lanes > 1 and wall is not None
+    df = bench_table(runs, comparable, wall + sum(r["seconds"] for r in carried) if side_by_side else None)
     fp = hashlib.sha256(b"".join(Path(nb).read_bytes() for nb in notebooks)).hexdigest()
     meta = {"preset": preset, "seed": "each notebook's own", "device": here,
             "git_commit": commit, "data_source": "each notebook's own (see its reports' .meta.json)",
-            "data_fingerprint": fp, "wall_time_s": sum(r["seconds"] for r in runs if r["notebook"] in timed),
+            "data_fingerprint": fp, "lanes": lanes,
+            "wall_time_s": wall if side_by_side else sum(r["seconds"] for r in runs if r["notebook"] in timed),
             "notebooks": {r["notebook"]: {"reports": r["reports"], "seconds": round(r["seconds"], 1),
                                           "commit": r["commit"], "device": r["device"],
-                                          "reference": r.get("reference")} for r in runs},
+                                          "reference": r.get("reference"), "threads": r.get("threads"), "threads_raised": r.get("raised"),
+                                          "started_s": r.get("started")} for r in runs},
             "machine_reference": reference or None, "previous_run_commit": before_commit or None}
-    notes = ("Wall time of each notebook executed by papermill in this run, one after another on the machine "
-             "in the provenance. 'models trained in this run' counts the models of the notebook's reports that "
-             "were not loaded from checkpoints: a notebook whose models were all loaded times its evaluation "
-             "only. ")
+    if side_by_side:
+        notes = (f"Wall time of each notebook executed by papermill in this run, up to {lanes} side by side on the "
+                 "machine in the provenance (orderlib.tools.lanes: a notebook that reads another's checkpoints "
+                 "starts after it; Table 1 runs alone on every core), each on the torch threads given (its share "
+                 "of the cores while another ran beside it). The total is the run's wall time, less than the "
+                 "notebooks' times summed; shares are of that sum. ")
+    else:
+        notes = "Wall time of each notebook executed by papermill in this run, one after another on the machine in the provenance. "
+    notes += ("'models trained in this run' counts the models of the notebook's reports that "
+              "were not loaded from checkpoints: a notebook whose models were all loaded times its evaluation "
+              "only. ")
     notes += (f"'previous run' is the bench_reproduce this run replaced (commit {before_commit[:7]})."
               if before_commit else "No previous bench_reproduce to compare with.")
     if other_machine:
@@ -243,41 +311,140 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
     return df
 
 
+def resolve_lanes(value: str | int) -> int:
+    """'auto': two notebooks side by side where there are two cores or more, else one; or a count."""
+    if value == "auto":
+        return 2 if (os.cpu_count() or 1) >= 2 else 1
+    n = int(value)
+    if n < 1:
+        raise ValueError(f"--lanes must be 'auto' or a positive int, got {value!r}")
+    return n
+
+
+def rebalance(running: dict, shares: dict, out_dir: Path, cores: int, t_run: float) -> None:
+    """Give the notebooks running beside each other (those started on a share of the cores) an even
+    share of the cores now: more once the one beside them has finished and nothing can take its place."""
+    each = max(1, cores // max(1, len(running)))
+    for name in running:
+        now = shares[name][0]
+        if now is not None and now != each:
+            atomic_write_text(out_dir / f"{name}.threads", f"{each}\n")
+            shares[name][0] = each
+            shares[name][1].append((time.perf_counter() - t_run, each))
+
+
+def run_lanes(notebooks: list[Path], preset: str, out_dir: Path, tables: Path, kernel: str | None = None,
+              lanes: int = 1, estimate: dict[str, float] | None = None, on_finish=None,
+              poll: float = 0.5) -> tuple[list[dict], list[tuple[Path, str, float]], float]:
+    """Execute `notebooks` up to `lanes` at a time (orderlib.tools.lanes decides which starts next and
+    on how many threads; with one lane, in the order given). Return the finished notebooks' records
+    (with lanes > 1 also their torch threads at the start, the start, s into the run, and when their
+    share of the cores was raised, s into the notebook), the failures as (notebook,
+    error, start time.time()), and the run's wall time (s). After a failure no notebook starts; those
+    running finish. `estimate`: seconds per notebook stem (the previous run's), to order the lanes;
+    `on_finish(nb)`: called for each notebook that finished."""
+    import torch
+
+    from orderlib.tools import lanes as L
+
+    by_stem = {L.stem(nb): nb for nb in notebooks}
+    pending = list(by_stem)
+    priority = L.critical_path(pending, estimate or {}) if lanes > 1 else {}
+    running: dict[str, tuple] = {}  # stem -> (process, time.time() at start, perf_counter at start, threads, log)
+    shares: dict[str, list] = {}  # stem -> [its threads now (None: all), [(s into the run, threads), ...] raised]
+    runs, failures, t_run = [], [], time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        while pending or running:
+            while not failures:
+                name = L.next_to_start(pending, set(running), lanes, priority) if lanes > 1 else \
+                    (pending[0] if pending and not running else None)
+                if name is None:
+                    break
+                pending.remove(name)
+                threads = L.threads_for(name, pending, set(running), lanes, os.cpu_count() or 1)
+                log = open(out_dir / f"{name}.log", "w") if lanes > 1 else None  # noqa: SIM115 - closed below
+                print(f"== {by_stem[name]} (PRESET={preset}" + (f", {threads} torch thread(s)" if threads else "")
+                      + (f"; output in {log.name}" if log else "") + ")", flush=True)
+                share = out_dir / f"{name}.threads" if threads else None
+                running[name] = (launch(by_stem[name], preset, out_dir, kernel, threads, log, share), time.time(),
+                                 time.perf_counter(), threads, log)
+                shares[name] = [threads, []]
+            if lanes > 1:
+                rebalance(running, shares, out_dir, os.cpu_count() or 1, t_run)
+            if not running:
+                if pending and not failures:
+                    raise RuntimeError(f"no notebook can start: {pending} wait on each other (lanes.AFTER)")
+                break
+            time.sleep(poll)
+            for name, (proc, start, t0, threads, log) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                del running[name]
+                if log:
+                    log.close()
+                nb = by_stem[name]
+                if proc.returncode != 0:
+                    failures.append((nb, notebook_error(out_dir / nb.name), start))
+                    continue
+                r = finished(nb, time.perf_counter() - t0, tables, start)
+                if lanes > 1:
+                    r.update(threads=threads or torch.get_num_threads(), started=t0 - t_run,
+                             raised=[[round(at - (t0 - t_run), 1), n] for at, n in shares[name][1]])
+                    print(f"== {nb.name} finished in {r['seconds'] / 60:.1f} min", flush=True)
+                runs.append(r)
+                if on_finish:
+                    on_finish(nb)
+    except BaseException:
+        for proc, *_ in running.values():
+            proc.terminate()
+        for proc, *_ in running.values():
+            proc.wait()
+        raise
+    return runs, failures, time.perf_counter() - t_run
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("notebooks", nargs="+", type=Path)
     ap.add_argument("--preset", default="full")
     ap.add_argument("--out", type=Path, default=None, help="executed notebooks (default runs/executed/)")
     ap.add_argument("--kernel", default=None)
+    ap.add_argument("--lanes", default="1", help="notebooks run side by side: a count or 'auto' "
+                    "(2 on two cores or more; orderlib.tools.lanes); default 1, one after another")
     args = ap.parse_args(argv)
+    lanes = resolve_lanes(args.lanes)
     root = repo_root()
     out_dir = args.out or root / "runs" / "executed"
     tables = run_paths(TABLE_ID, args.preset).tables
     before, before_commit = previous_times(tables)
-    commit, runs = git_commit(), []
+    commit = git_commit()
     reference = {"start": reference_speed()}
-    for nb in args.notebooks:
-        print(f"== {nb} (PRESET={args.preset})", flush=True)
-        start = time.time()
-        try:
-            runs.append(run_notebook(nb, args.preset, out_dir, tables, args.kernel, start=start))
-        except Exception as exc:  # noqa: BLE001 - reported below, then the run stops
-            error = describe_failure(exc)
-            marked = mark_failed(tables, start, nb.name, error, commit)
-            if runs:  # the notebooks that finished keep their timings
-                write_bench(runs, tables, args.preset, args.notebooks[: len(runs)], commit, before,
-                            before_commit, {**reference, "end": reference_speed()})
-            print(f"FAILED: {nb} stopped: {error}\n  executed copy: {out_dir / nb.name}\n  reports it wrote, "
-                  f"marked failed_run in their .meta.json (do not cite or commit them): {', '.join(marked) or 'none'}"
-                  + (f"\n  bench_reproduce written for the {len(runs)} notebook(s) that finished" if runs else ""),
-                  flush=True)
-            return 1
+
+    def publish_it(nb: Path) -> None:
         if args.preset == "full":
             from orderlib.tools.publish_notebook import publish
 
             print(f"published {publish(out_dir / nb.name)}", flush=True)
+
+    estimate = {Path(k).stem: v for k, v in before.items()}
+    runs, failures, wall = run_lanes(args.notebooks, args.preset, out_dir, tables, args.kernel, lanes, estimate,
+                                     publish_it)
     reference["end"] = reference_speed()
-    df = write_bench(runs, tables, args.preset, args.notebooks, commit, before, before_commit, reference)
+    done = {r["notebook"] for r in runs}
+    timed = [nb for nb in args.notebooks if nb.name in done]
+    if runs:  # the notebooks that finished keep their timings, failures or not
+        df = write_bench(runs, tables, args.preset, timed, commit, before, before_commit, reference, wall, lanes)
+    for nb, error, start in failures:
+        marked = mark_failed(tables, start, nb.name, error, commit)
+        print(f"FAILED: {nb} stopped: {error}\n  executed copy: {out_dir / nb.name}\n  reports it wrote, "
+              f"marked failed_run in their .meta.json (do not cite or commit them): {', '.join(marked) or 'none'}",
+              flush=True)
+    if failures:
+        left = [nb.name for nb in args.notebooks if nb.name not in done and nb not in [f[0] for f in failures]]
+        print((f"  not run: {', '.join(left)}\n" if left else "")
+              + (f"  bench_reproduce written for the {len(runs)} notebook(s) that finished" if runs else ""), flush=True)
+        return 1
     print(df.to_string(index=False))
     return 0
 

@@ -1,0 +1,85 @@
+"""Which notebook `make reproduce` starts next when it runs notebooks side by side ("lanes").
+
+Two notebooks that each train on one core finish sooner together than one after the other on two
+threads each: most of their steps (1024-d GRUs, small CNNs, per-row Adam updates) use a second
+thread poorly. A notebook that reads another's checkpoints starts after it (AFTER); Table 1 trains
+its own jobs in one process per core, so it runs alone (EXCLUSIVE). Among the notebooks ready to
+start, the one with the longest chain of work still behind it goes first (critical path, from the
+previous run's wall times), so the notebook that waits on others does not start last and alone.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+AFTER = {  # notebook -> the notebooks whose checkpoints it reads (it would train them itself, racing them)
+    "04_oe_sec46_detail": ("03_oe_table2_retrieval",),
+    "05_oe_fig4_regularities": ("03_oe_table2_retrieval",),
+    "07_devise_zeroshot": ("06_devise_table1",),
+    "09_sherlock_facts": ("03_oe_table2_retrieval", "08_utama_compositionality"),
+}
+EXCLUSIVE = {"01_oe_table1_wordnet"}  # parallel on its own (oe_wordnet.run_jobs): nothing beside it
+
+
+def stem(name: str | Path) -> str:
+    """'notebooks/03_oe_table2_retrieval.ipynb' -> '03_oe_table2_retrieval'."""
+    return Path(name).stem
+
+
+def critical_path(names: list[str], estimate: dict[str, float], after: dict | None = None) -> dict[str, float]:
+    """Per notebook: its estimated time plus the longest chain of notebooks (among `names`) waiting on it."""
+    after = AFTER if after is None else after
+    out: dict[str, float] = {}
+
+    def length(n: str) -> float:
+        if n not in out:
+            waiting = [m for m in names if n in after.get(m, ())]
+            out[n] = estimate.get(n, 0.0) + max((length(m) for m in waiting), default=0.0)
+        return out[n]
+
+    for n in names:
+        length(n)
+    return out
+
+
+def next_to_start(pending: list[str], running: set[str], lanes: int, priority: dict[str, float],
+                  after: dict | None = None, exclusive: set[str] | None = None) -> str | None:
+    """The notebook to start now, or None (all lanes busy, nothing ready, or an exclusive notebook
+    runs or waits for the lanes to empty). Ready: none of its AFTER notebooks pending or running.
+    Ties in priority: the order of `pending`. Default `after`, `exclusive`: AFTER, EXCLUSIVE."""
+    after, exclusive = AFTER if after is None else after, EXCLUSIVE if exclusive is None else exclusive
+    if len(running) >= lanes or running & exclusive:
+        return None
+    ready = [n for n in pending if not set(after.get(n, ())) & (set(pending) | running)]
+    if not ready:
+        return None
+    pick = max(ready, key=lambda n: (priority.get(n, 0.0), -pending.index(n)))
+    return None if pick in exclusive and running else pick
+
+
+def threads_for(name: str, pending: list[str], running: set[str], lanes: int, cores: int,
+                exclusive: set[str] | None = None) -> int | None:
+    """Torch threads for a notebook starting now: None (all, torch's default) when it runs alone,
+    i.e. exclusive, one lane, or nothing else running or left to start that could run beside it;
+    else its share of the cores."""
+    exclusive = EXCLUSIVE if exclusive is None else exclusive
+    others = ((set(pending) - exclusive) | running) - {name}
+    if name in exclusive or lanes <= 1 or not others:
+        return None
+    return max(1, cores // lanes)
+
+
+def run_ids(notebook: Path) -> set[str]:
+    """The run_paths ids a notebook's code names (its checkpoints and reports), f-string fields
+    filled from its parameters cell's string defaults: what AFTER must cover."""
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    params = next((c.source for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), "")
+    defaults = dict(re.findall(r'^(\w+)\s*=\s*"([^"]*)"', params, re.M))
+    ids = set()
+    for call in re.findall(r"run_paths\((.*?),\s*PRESET\)", "\n".join(code)):
+        for literal in re.findall(r'"([^"]+)"', call):
+            ids.add(re.sub(r"\{(\w+)\}", lambda m: defaults.get(m.group(1), m.group(0)), literal))
+    return ids
