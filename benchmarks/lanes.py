@@ -11,7 +11,7 @@ alike. Workloads (full-preset shapes, real data where the step depends on it):
 - Sherlock (09) and Utama (08): an item CNN's step on 64x64 colour canvases, batch 32 (SEM's trunk).
 Writes reports/tables/bench_lanes.*.
 
-    .venv/bin/python benchmarks/lanes.py [--rounds 2] [--seconds 20]
+    .venv/bin/python benchmarks/lanes.py [--rounds 3] [--seconds 15]
 """
 from __future__ import annotations
 
@@ -71,9 +71,12 @@ def make_step(name: str):
 
 
 def worker(name: str, seconds: float) -> None:
-    """Print this process's steps per second of `name` over `seconds` (after two warm-up steps)."""
+    """Print this process's steps per second of `name` over `seconds`: after two warm-up steps it
+    says "ready" and waits for a line on stdin, so that processes side by side measure together."""
     step = make_step(name)
     step(), step()
+    print("ready", flush=True)
+    sys.stdin.readline()
     n, t0 = 0, time.perf_counter()
     while n == 0 or time.perf_counter() - t0 < seconds:
         step()
@@ -85,7 +88,14 @@ def rates(name: str, threads: int, copies: int, seconds: float) -> list[float]:
     """Steps per second of each of `copies` worker processes on `threads` threads, run side by side."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", name, "--seconds", str(seconds)], env=env,
-                              stdout=subprocess.PIPE, text=True) for _ in range(copies)]
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(copies)]
+    if not all([p.stdout.readline().strip() == "ready" for p in procs]):  # all set up and warm before any measures
+        for p in procs:
+            p.kill()
+        raise RuntimeError(f"a {name} worker stopped before it was ready (its error is above)")
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
     out = [p.communicate()[0] for p in procs]
     if any(p.returncode for p in procs):
         raise RuntimeError(f"a {name} worker failed: {out}")
@@ -94,8 +104,8 @@ def rates(name: str, threads: int, copies: int, seconds: float) -> list[float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--seconds", type=float, default=20.0, help="measured seconds per worker")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=15.0, help="measured seconds per worker")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -129,7 +139,7 @@ def main() -> None:
             "seconds_per_worker": a.seconds, "rates": {f"{w} | {c}": v for (w, c), v in got.items()},
             "matmul": "auto"}
     notes = (f"Each cell: median over {a.rounds} alternating rounds of the steps per second of worker processes "
-             f"measured for {a.seconds:g} s each after two warm-up steps (two processes: summed). Matrix products "
+             f"measured for {a.seconds:g} s each after two warm-up steps, side by side over the same seconds (two processes: summed). Matrix products "
              "as the notebooks' MATMUL='auto' (bf16 where the CPU has bf16 units). The ratio is what "
              "`make reproduce --lanes` gains on notebooks made of these steps.")
     write_table("bench_lanes", df, meta, title="Notebooks side by side: training steps per second", notes=notes)

@@ -35,7 +35,7 @@ def simulate(names, estimate, lanes, after=None, exclusive=None):
     while pending or running:
         while (n := L.next_to_start(pending, set(running), lanes, priority, after, exclusive)) is not None:
             pending.remove(n)
-            out[n] = (t, L.threads_for(n, pending, set(running), lanes, 2, exclusive))
+            out[n] = (t, L.threads_for(n, lanes, 2, exclusive))
             running[n] = t + estimate[n]
         t = min(running.values())
         running = {k: v for k, v in running.items() if v > t}
@@ -67,8 +67,10 @@ def test_next_to_start_waits_for_dependencies_lanes_and_exclusive_notebooks():
     assert L.next_to_start(["x", "b"], {"a"}, 2, pr, after, excl) is None  # x waits for the lanes to empty
     assert L.next_to_start(["b"], {"x"}, 2, pr, after, excl) is None  # nothing beside x
     assert L.next_to_start(["x", "b"], set(), 2, pr, after, excl) == "x"
-    assert L.threads_for("b", ["c"], set(), 2, 8, excl) == 4 and L.threads_for("b", [], set(), 2, 8, excl) is None
-    assert L.threads_for("x", ["c"], set(), 2, 8, excl) is None
+    # a notebook's threads depend on the lanes and cores only (its results move with them), not on
+    # what happens to run beside it
+    assert L.threads_for("b", 2, 8, excl) == 4 and L.threads_for("b", 1, 8, excl) is None
+    assert L.threads_for("x", 2, 8, excl) is None and L.threads_for("b", 3, 2, excl) == 1
 
 
 def _notebook(path: Path, tables: Path, seconds: float, fail: bool = False) -> Path:
@@ -96,14 +98,14 @@ def test_run_lanes_runs_notebooks_side_by_side_after_their_dependencies(tmp_path
     a, b, c = (_notebook(tmp_path / f"{n}.ipynb", tables, s) for n, s in (("00_a", 10), ("01_b", 1), ("02_c", 0)))
     monkeypatch.setattr(L, "AFTER", {"02_c": ("00_a",)})
     runs, failures, wall = R.run_lanes([a, b, c], "full", tmp_path / "out", tables, lanes=2,
-                                       estimate={"00_a": 4, "01_b": 1, "02_c": 0}, poll=0.05)
+                                       estimate={"00_a": 4, "01_b": 1, "02_c": 0}, poll=0.05, elastic=True)
     ran = {p.stem: json.loads(p.read_text()) for p in tmp_path.glob("*.ran")}
     assert not failures and {r["notebook"] for r in runs} == {"00_a.ipynb", "01_b.ipynb", "02_c.ipynb"}
     assert ran["01_b"][0] < ran["00_a"][1] and ran["00_a"][0] < ran["01_b"][1]  # side by side
     assert ran["02_c"][0] >= ran["00_a"][1]  # after its dependency
     assert ran["00_a"][2] == "1" and ran["01_b"][2] == "1"  # a share of the cores each
     cores = os.cpu_count()
-    assert ran["00_a"][3] == cores and ran["01_b"][3] == 1  # a: every core once b had finished (c waits on a)
+    assert ran["00_a"][3] == cores and ran["01_b"][3] == 1  # elastic: a gets every core once b ended (c waits on a)
     by = {r["notebook"]: r for r in runs}
     assert [by[n]["reports"] for n in ("00_a.ipynb", "01_b.ipynb", "02_c.ipynb")] == [["00_a"], ["01_b"], ["02_c"]]
     assert json.loads((tables / "01_b.meta.json").read_text())["notebook"] == "01_b.ipynb"
@@ -128,15 +130,12 @@ def test_a_failure_beside_another_notebook_lets_it_finish_and_starts_nothing_aft
     assert json.loads((tables / "01_b.meta.json").read_text())["failed_run"]["error"].startswith("AssertionError: sanity bound")
     assert "failed_run" not in json.loads((tables / "00_a.meta.json").read_text())  # ran beside it, finished
     assert not (tables / "02_c.meta.json").exists()  # not started after the failure
+    ran = json.loads((tmp_path / "00_a.ran").read_text())
+    assert ran[2] == "1" and ran[3] == 1  # not elastic: its share of the cores to the end, though b had failed
     bench = json.loads((tables / f"{R.TABLE_ID}.meta.json").read_text())
     assert set(bench["notebooks"]) == {"00_a.ipynb"} and bench["lanes"] == 2
     with pytest.raises(ValueError, match="--lanes"):
         R.resolve_lanes("0")
-
-
-def test_a_notebook_with_only_exclusive_ones_left_runs_on_every_core():
-    assert L.threads_for("a", ["x"], set(), 2, 2, {"x"}) is None  # x cannot run beside a
-    assert L.threads_for("a", ["x", "b"], set(), 2, 2, {"x"}) == 1
 
 
 def test_follow_share_sets_torch_threads_from_the_file_only_when_asked(tmp_path, monkeypatch):

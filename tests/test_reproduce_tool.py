@@ -67,6 +67,10 @@ def test_a_partial_run_keeps_the_other_notebooks_rows_with_the_commit_that_timed
     assert (a["seconds"], a["models"], a["trained"], a["train_seconds"], a["recorded"]) == (30.0, 2, 2, 60.0, True)
     assert a["commit"] == "1111111aaaa" and a["reports"] == ["r_00_a"]
     assert R.carried_runs(tmp_path, {"00_a", "01_b"}) == [] and R.carried_runs(tmp_path / "none", set()) == []
+    # a commit that looks like a number stays a commit in the Markdown (not 6.1017e+08)
+    R.write_bench([{**first[0], "commit": "61017e4aaaa", "reports": []}], tmp_path, "full", [], "61017e4aaaa", {}, "")
+    md = (tmp_path / f"{R.TABLE_ID}.md").read_text()
+    assert "`61017e4`" in md and "`1111111`" in md and "e+0" not in md
     now = {"notebook": "01_b", "seconds": 45.0, "models": 0, "trained": 0, "train_seconds": 0.0, "recorded": False,
            "commit": "2222222bbbb"}
     df = R.bench_table(carried + [now], {"01_b": 90.0})

@@ -6,6 +6,8 @@ thread poorly. A notebook that reads another's checkpoints starts after it (AFTE
 its own jobs in one process per core, so it runs alone (EXCLUSIVE). Among the notebooks ready to
 start, the one with the longest chain of work still behind it goes first (critical path, from the
 previous run's wall times), so the notebook that waits on others does not start last and alone.
+Each notebook beside others runs on its share of the cores from start to end (threads_for), so a
+run repeats its tables exactly; reproduce's --elastic raises the share once nothing runs beside it.
 """
 from __future__ import annotations
 
@@ -57,14 +59,11 @@ def next_to_start(pending: list[str], running: set[str], lanes: int, priority: d
     return None if pick in exclusive and running else pick
 
 
-def threads_for(name: str, pending: list[str], running: set[str], lanes: int, cores: int,
-                exclusive: set[str] | None = None) -> int | None:
-    """Torch threads for a notebook starting now: None (all, torch's default) when it runs alone,
-    i.e. exclusive, one lane, or nothing else running or left to start that could run beside it;
-    else its share of the cores."""
-    exclusive = EXCLUSIVE if exclusive is None else exclusive
-    others = ((set(pending) - exclusive) | running) - {name}
-    if name in exclusive or lanes <= 1 or not others:
+def threads_for(name: str, lanes: int, cores: int, exclusive: set[str] | None = None) -> int | None:
+    """Torch threads for a notebook: None (torch's default, every core) when exclusive or with one
+    lane; else its share of the cores, whatever runs beside it, so that its results (which move with
+    the thread count: reductions split differently) depend on LANES and the machine only."""
+    if name in (EXCLUSIVE if exclusive is None else exclusive) or lanes <= 1:
         return None
     return max(1, cores // lanes)
 

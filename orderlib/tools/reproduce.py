@@ -281,8 +281,8 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
     if side_by_side:
         notes = (f"Wall time of each notebook executed by papermill in this run, up to {lanes} side by side on the "
                  "machine in the provenance (orderlib.tools.lanes: a notebook that reads another's checkpoints "
-                 "starts after it; Table 1 runs alone on every core), each on the torch threads given (its share "
-                 "of the cores while another ran beside it). The total is the run's wall time, less than the "
+                 "starts after it; Table 1 runs alone on every core), the others each on its share of the cores, the "
+                 "torch threads given (raised where given: reproduce --elastic). The total is the run's wall time, less than the "
                  "notebooks' times summed; shares are of that sum. ")
     else:
         notes = "Wall time of each notebook executed by papermill in this run, one after another on the machine in the provenance. "
@@ -307,7 +307,9 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
     if len(machines) > 1:
         notes += (f" The rows were timed on different machines ({'; '.join(machines)}; column 'timed on'): "
                   "compare a row with another only on the same machine.")
-    write_table(TABLE_ID, df, meta, tables, title="make reproduce: wall time per notebook", notes=notes)
+    # commits as code: Markdown tables would read 2762204 or 61017e4 as numbers (2.7622e+06, 6.1017e+08)
+    show = df.assign(**{"timed at": df["timed at"].map(lambda c: f"`{c}`" if c else "")})
+    write_table(TABLE_ID, df, meta, tables, title="make reproduce: wall time per notebook", notes=notes, show=show)
     return df
 
 
@@ -335,14 +337,16 @@ def rebalance(running: dict, shares: dict, out_dir: Path, cores: int, t_run: flo
 
 def run_lanes(notebooks: list[Path], preset: str, out_dir: Path, tables: Path, kernel: str | None = None,
               lanes: int = 1, estimate: dict[str, float] | None = None, on_finish=None,
-              poll: float = 0.5) -> tuple[list[dict], list[tuple[Path, str, float]], float]:
+              poll: float = 0.5, elastic: bool = False) -> tuple[list[dict], list[tuple[Path, str, float]], float]:
     """Execute `notebooks` up to `lanes` at a time (orderlib.tools.lanes decides which starts next and
     on how many threads; with one lane, in the order given). Return the finished notebooks' records
     (with lanes > 1 also their torch threads at the start, the start, s into the run, and when their
     share of the cores was raised, s into the notebook), the failures as (notebook,
     error, start time.time()), and the run's wall time (s). After a failure no notebook starts; those
     running finish. `estimate`: seconds per notebook stem (the previous run's), to order the lanes;
-    `on_finish(nb)`: called for each notebook that finished."""
+    `on_finish(nb)`: called for each notebook that finished. `elastic`: raise a notebook's threads
+    to an even share of the cores whenever fewer notebooks run (rebalance; faster, but its results
+    then depend on when the others ended, so a run no longer repeats its tables exactly)."""
     import torch
 
     from orderlib.tools import lanes as L
@@ -362,15 +366,15 @@ def run_lanes(notebooks: list[Path], preset: str, out_dir: Path, tables: Path, k
                 if name is None:
                     break
                 pending.remove(name)
-                threads = L.threads_for(name, pending, set(running), lanes, os.cpu_count() or 1)
+                threads = L.threads_for(name, lanes, os.cpu_count() or 1)
                 log = open(out_dir / f"{name}.log", "w") if lanes > 1 else None  # noqa: SIM115 - closed below
                 print(f"== {by_stem[name]} (PRESET={preset}" + (f", {threads} torch thread(s)" if threads else "")
                       + (f"; output in {log.name}" if log else "") + ")", flush=True)
-                share = out_dir / f"{name}.threads" if threads else None
+                share = out_dir / f"{name}.threads" if threads and elastic else None
                 running[name] = (launch(by_stem[name], preset, out_dir, kernel, threads, log, share), time.time(),
                                  time.perf_counter(), threads, log)
                 shares[name] = [threads, []]
-            if lanes > 1:
+            if elastic:
                 rebalance(running, shares, out_dir, os.cpu_count() or 1, t_run)
             if not running:
                 if pending and not failures:
@@ -412,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernel", default=None)
     ap.add_argument("--lanes", default="1", help="notebooks run side by side: a count or 'auto' "
                     "(2 on two cores or more; orderlib.tools.lanes); default 1, one after another")
+    ap.add_argument("--elastic", action="store_true", help="with lanes: give a notebook more threads once "
+                    "the one beside it has ended (faster; its tables then depend on that timing)")
     args = ap.parse_args(argv)
     lanes = resolve_lanes(args.lanes)
     root = repo_root()
@@ -429,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
 
     estimate = {Path(k).stem: v for k, v in before.items()}
     runs, failures, wall = run_lanes(args.notebooks, args.preset, out_dir, tables, args.kernel, lanes, estimate,
-                                     publish_it)
+                                     publish_it, elastic=args.elastic)
     reference["end"] = reference_speed()
     done = {r["notebook"] for r in runs}
     timed = [nb for nb in args.notebooks if nb.name in done]
