@@ -7,8 +7,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PRESET ?= full
-# Notebooks run side by side (orderlib/tools/lanes.py): auto = 2 on two cores or more; 1 = one after another.
-LANES ?= auto
+# Notebooks side by side (orderlib/tools/lanes.py): 1 = one after another (the default), 2 or auto = two at a time.
+LANES ?= 1
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 .PHONY: help venv data browser test reproduce resume bench bench-penalty index strip notebooks clean-runs
