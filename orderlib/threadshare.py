@@ -2,8 +2,9 @@
 
 orderlib.tools.reproduce starts each notebook beside another on its share of the cores; with
 --elastic it also names a file (ORDERLIB_THREADS_FILE) holding that share, and when the notebook
-beside it finishes and nothing else can start, it writes the whole core count there. The training loop (loop.fit) follows the file
-at every epoch. Without the variable (a notebook run by hand) nothing changes.
+beside it finishes and nothing else can start, it writes the whole core count there. The training
+loop (loop.fit) follows the file at every epoch. Without the variable (a notebook run by hand)
+nothing changes.
 """
 from __future__ import annotations
 

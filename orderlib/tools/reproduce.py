@@ -109,31 +109,12 @@ def notebook_error(executed: Path) -> str:
     return "papermill failed before any cell raised (see its output)"
 
 
-class NotebookFailed(RuntimeError):
-    """A notebook stopped with an error (the message: notebook_error's line)."""
-
-
 def finished(nb: Path, seconds: float, tables: Path, start: float) -> dict:
     """The timing record of a notebook that finished: its wall time and the reports it wrote
     (those under `tables` written since `start`, a time.time(), that name it or no notebook)."""
     metas = [m for m in (json.loads(p.read_text()) for p in tables_since(tables, start))
              if m.get("notebook", nb.name) == nb.name]
     return {"notebook": nb.name, "seconds": seconds, "reports": [m["id"] for m in metas], **model_counts(metas)}
-
-
-def run_notebook(nb: Path, preset: str, out_dir: Path, tables: Path, kernel: str | None = None,
-                 start: float | None = None, threads: int | None = None) -> dict:
-    """Execute one notebook on `preset` into out_dir; return its timing and the reports it wrote
-    (those under `tables` written since `start`, a time.time(); default: now). Raise NotebookFailed."""
-    start, t0 = start or time.time(), time.perf_counter()
-    if launch(nb, preset, out_dir, kernel, threads).wait() != 0:
-        raise NotebookFailed(notebook_error(out_dir / nb.name))
-    return finished(nb, time.perf_counter() - t0, tables, start)
-
-
-def describe_failure(exc: BaseException) -> str:
-    """One line: the error a notebook cell raised (NotebookFailed) or what stopped its start."""
-    return str(exc) if isinstance(exc, NotebookFailed) else f"{type(exc).__name__}: {exc}"
 
 
 def mark_failed(tables: Path, since: float, notebook: str, error: str, commit: str) -> list[str]:
@@ -406,6 +387,15 @@ def run_lanes(notebooks: list[Path], preset: str, out_dir: Path, tables: Path, k
             proc.wait()
         raise
     return runs, failures, time.perf_counter() - t_run
+
+
+def run_notebook(nb: Path, preset: str, out_dir: Path, tables: Path, kernel: str | None = None) -> dict:
+    """Execute one notebook on `preset` into out_dir (run_lanes with it alone); return its timing
+    and the reports it wrote. Raise RuntimeError with notebook_error's line if it failed."""
+    runs, failures, _ = run_lanes([nb], preset, out_dir, tables, kernel)
+    if failures:
+        raise RuntimeError(failures[0][1])
+    return runs[0]
 
 
 def main(argv: list[str] | None = None) -> int:
