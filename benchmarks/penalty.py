@@ -141,22 +141,97 @@ def rate_rows(n: int, m: int, d: int, seed: int, skip_compile: bool) -> tuple[li
     return rows, notes
 
 
-def cuda_rows(n: int, m: int, d: int, seed: int) -> list[dict]:
-    """GEMM, naive and Triton-fused rates on the CUDA device, against that GPU's own GEMM."""
+def cuda_rows(n: int, m: int, d: int, seed: int, n_eval: int = 5000) -> tuple[list[dict], dict]:
+    """GEMM, naive and Triton-fused rates on the CUDA device (forward and backward), against that
+    GPU's own GEMM, and the 5k retrieval evaluation's wall time and peak GPU memory."""
     x, y = (t.cuda() for t in embeddings(n, m, d, seed))
-    pairs, rates = n * m * d, {}
+    g = torch.randn(n, m, generator=torch.Generator().manual_seed(seed + 1)).cuda()
+    pairs, rates, notes = n * m * d, {}, {}
     for tf32 in (False, True):
         torch.backends.cuda.matmul.allow_tf32 = tf32
         rates["gemm (cuda, tf32)" if tf32 else "gemm (cuda, fp32)"] = pairs / best_seconds(lambda: x @ y.T, 5, True)
     torch.backends.cuda.matmul.allow_tf32 = False
     rates["naive (cuda)"] = pairs / best_seconds(lambda: order_violation_matrix_reference(x, y), 3, True)
+    xr, yr = x.clone().requires_grad_(), y.clone().requires_grad_()
+    er = order_violation_matrix_reference(xr, yr)
+    rates["naive backward (cuda)"] = pairs / best_seconds(
+        lambda: torch.autograd.grad(er, (xr, yr), g, retain_graph=True), 3, True)
+    rows = []
     try:
         rates["fused (cuda)"] = pairs / best_seconds(lambda: order_violation_matrix(x, y, backend="fused"), 5, True)
-    except Exception as exc:  # report, do not hide: the row is missing and the note says why
-        print(f"fused CUDA path failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        xg, yg = x.clone().requires_grad_(), y.clone().requires_grad_()
+        e = order_violation_matrix(xg, yg, backend="fused")
+        rates["fused backward (cuda)"] = pairs / best_seconds(
+            lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True), 5, True)
+        rows = cuda_eval_rows(n_eval, d, seed)
+    except Exception as exc:  # report, do not hide: the rows are missing and the note says why
+        notes["cuda_failure"] = f"{type(exc).__name__}: {exc}"
+        print(f"fused CUDA path failed: {notes['cuda_failure']}", file=sys.stderr)
     base = rates["gemm (cuda, fp32)"]
-    return [dict(method=k, metric=metric, ours=val) for k, r in rates.items()
-            for metric, val in (("element-pairs/s (G)", r / 1e9), ("fraction of fp32 GEMM", r / base))]
+    out = [dict(method=k, metric=metric, ours=val) for k, r in rates.items()
+           for metric, val in (("element-pairs/s (G)", r / 1e9), ("fraction of fp32 GEMM", r / base))]
+    for k in ("fused (cuda)", "fused backward (cuda)"):
+        if k in rates:
+            naive = rates["naive backward (cuda)" if "backward" in k else "naive (cuda)"]
+            out.append(dict(method=k, metric="speedup vs naive", ours=rates[k] / naive))
+    return out + rows, notes
+
+
+def cuda_eval_rows(n_images: int, d: int, seed: int) -> list[dict]:
+    """The n_images x 5 n_images retrieval evaluation on the GPU, fused and naive: wall time, peak memory."""
+    from orderlib.eval.retrieval import evaluate_retrieval
+
+    images, captions = (t.cuda() for t in embeddings(n_images, 5 * n_images, d, seed))  # (N, D), (5N, D)
+    size = f"{n_images // 1000}k" if n_images % 1000 == 0 else str(n_images)
+    rows, rsum = [], {}
+    for backend, method in (("fused", "fused (cuda)"), ("reference", "naive (cuda)")):
+        evaluate_retrieval(images[:50], captions[:250], lambda a, b: order_violation_matrix(a, b, backend=backend))
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        t = time.perf_counter()
+        res = evaluate_retrieval(images, captions, lambda a, b: order_violation_matrix(a, b, backend=backend))
+        torch.cuda.synchronize()
+        rows += [dict(method=method, metric=f"{size} retrieval eval wall time (s)", ours=time.perf_counter() - t),
+                 dict(method=method, metric=f"peak GPU memory {size} eval (GiB)",
+                      ours=torch.cuda.max_memory_allocated() / 2**30)]
+        rsum[backend] = res["rsum"]
+    if abs(rsum["fused"] - rsum["reference"]) > 1e-6:
+        raise RuntimeError(f"fused and naive retrieval disagree on the GPU: rsum {rsum['fused']} vs {rsum['reference']}")
+    return rows
+
+
+def merge_cuda_rows(rows: list[dict], notes: dict, t0: float, shape: list[int]) -> None:
+    """Put this run's CUDA rows into the existing bench_penalty (its CPU rows and their provenance
+    kept), replacing earlier CUDA rows; the CUDA run's own provenance goes under meta["cuda_run"]."""
+    from orderlib import kernels_triton
+    from orderlib.paths import repo_root
+    from orderlib.reports import git_commit
+
+    tables = repo_root() / "reports" / "tables"
+    old = pd.read_csv(tables / "bench_penalty.csv")
+    meta = json.loads((tables / "bench_penalty.meta.json").read_text())
+    cpu = old[~old.method.str.contains("(cuda", regex=False)]
+    df = pd.concat([cpu, pd.DataFrame(rows).assign(paper=None)], ignore_index=True)[["method", "metric", "paper", "ours"]]
+    meta = {k: v for k, v in meta.items() if k not in ("id", "created", "cuda_device", "triton")}
+    meta["cuda_run"] = {"device": device_description("cuda"), "git_commit": git_commit(), "torch": torch.__version__,
+                        "triton": kernels_triton.status(), "shape": shape,
+                        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_time_s": time.perf_counter() - t0, **notes}
+    notes_md = describe(meta["shape"][0], meta["kernel"], meta["threads"]) + (f" CUDA rows: timed on {meta['cuda_run']['device']} at commit {meta['cuda_run']['git_commit'][:7]} "
+                 f"({meta['cuda_run']['triton']}), fractions of that GPU's fp32 GEMM in the same run; the CPU rows "
+                 "keep their own run's provenance (this meta's top level).")
+    write_table("bench_penalty", df, meta, title="All-pairs order violation: fused vs naive vs GEMM", notes=notes_md)
+    print(df.to_string(index=False))
+
+
+def describe(n: int, kernel: str, threads: int) -> str:
+    """The Markdown notes under the table."""
+    return ("One element-pair = one (i, j, d) term. GEMM spends one FMA per element-pair; the fused kernel "
+            "spends a subtract, a max and an FMA, so its ceiling is 1/3 to 1/2 of the GEMM rate, depending "
+            "on how many of the three a core issues together. 'compiled' is torch.compile (inductor) of the "
+            f"naive broadcast, one {max(1, n // 16)}-row chunk at a time (compile time in the meta). Backward rates "
+            "count N·M·D per call that returns both gradients. Peak memory is the whole process's peak "
+            "RSS (torch included), measured in a fresh process per evaluation. "
+            f"Kernel: {kernel}. Threads: {threads}.")
 
 
 def main() -> None:
@@ -167,6 +242,9 @@ def main() -> None:
     ap.add_argument("--only", choices=("rates",),
                     help="measure the element-pair rates only (GEMM, naive, compiled, fused, backward: every "
                          "fraction of GEMM from this run) and print them; writes no report")
+    ap.add_argument("--cuda-only", action="store_true",
+                    help="on a GPU machine: measure the CUDA rows alone and put them into the existing "
+                         "bench_penalty, whose CPU rows (and their provenance) stay")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-child", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--dim", type=int, default=1024, help=argparse.SUPPRESS)
@@ -179,6 +257,11 @@ def main() -> None:
     t0 = time.perf_counter()
     n, m, d = (200, 1000, 256) if args.quick else args.shape
     n_eval = 200 if args.quick else 5000
+    if args.cuda_only:
+        if not torch.cuda.is_available():
+            raise SystemExit("--cuda-only needs a CUDA device; torch sees none")
+        rows, notes = cuda_rows(n, m, d, args.seed, n_eval)
+        return merge_cuda_rows(rows, notes, t0, [n, m, d])
     rows, notes = rate_rows(n, m, d, args.seed, args.skip_compile or args.quick)
     if args.only == "rates":
         print(pd.DataFrame(rows)[["method", "metric", "ours"]].to_string(index=False))
@@ -214,17 +297,13 @@ def main() -> None:
     if torch.cuda.is_available() and not args.quick:
         from orderlib import kernels_triton
 
-        rows += cuda_rows(n, m, d, args.seed)
+        more, cuda_notes = cuda_rows(n, m, d, args.seed, n_eval)
+        rows += more
         df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
         meta["cuda_device"] = device_description("cuda")
         meta["triton"] = kernels_triton.status()
-    notes_md = ("One element-pair = one (i, j, d) term. GEMM spends one FMA per element-pair; the fused kernel "
-                "spends a subtract, a max and an FMA, so its ceiling is 1/3 to 1/2 of the GEMM rate, depending "
-                "on how many of the three a core issues together. 'compiled' is torch.compile (inductor) of the "
-                f"naive broadcast, one {max(1, n // 16)}-row chunk at a time (compile time in the meta). Backward rates "
-                "count N·M·D per call that returns both gradients. Peak memory is the whole process's peak "
-                "RSS (torch included), measured in a fresh process per evaluation. "
-                f"Kernel: {meta['kernel']}. Threads: {meta['threads']}.")
+        meta.update(cuda_notes)
+    notes_md = describe(n, meta["kernel"], meta["threads"])
     if args.quick:
         print(df.to_string(index=False))
         return

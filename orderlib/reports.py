@@ -23,7 +23,11 @@ REQUIRED_COLUMNS = ("method", "metric", "paper", "ours")
 
 def git_commit(root: Path | None = None) -> str:
     """Return the current commit (with '-dirty' if tracked files other than the generated
-    reports/ differ from it: a run of several notebooks rewrites reports/ as it goes), or 'unknown'."""
+    reports/ differ from it: a run of several notebooks rewrites reports/ as it goes), or 'unknown'.
+    ORDERLIB_GIT_COMMIT, where set, names it instead: a copy of the tree without .git (e.g. sent
+    to a GPU machine) says which commit it is."""
+    if os.environ.get("ORDERLIB_GIT_COMMIT"):
+        return os.environ["ORDERLIB_GIT_COMMIT"]
     root = root or repo_root()
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,

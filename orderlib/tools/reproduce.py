@@ -6,6 +6,8 @@ bench_reproduce's wall time (its commit in the notes) where that run timed the s
 A run of some notebooks keeps the previous table's rows for the others (a full pipeline takes
 longer than one sitting): each row names the commit of the run that timed it. A fixed reference
 workload timed at the start and end of the run (`reference_speed`) says how fast the machine was.
+On a machine with a CUDA device (where the notebooks' device="auto" trains) the table is
+`bench_reproduce_cuda` instead, beside the CPU run's wall time of each notebook it timed.
 
     .venv/bin/python -m orderlib.tools.reproduce [--preset full] notebooks/00_oe_fig2_toy2d.ipynb ...
 """
@@ -29,11 +31,27 @@ from orderlib.reports import device_description, git_commit, write_table
 from orderlib.runs import run_paths
 
 TABLE_ID = "bench_reproduce"
+CUDA_TABLE_ID = "bench_reproduce_cuda"
+
+
+def run_device() -> str:
+    """The machine the notebooks run on: the CUDA device where there is one (device="auto" picks
+    it), with the CPU beside it, else the CPU."""
+    import torch
+
+    cpu = device_description("cpu")
+    return f"{device_description('cuda')} with {cpu.split(':', 1)[1]}" if torch.cuda.is_available() else cpu
+
+
+def bench_id(device: str) -> str:
+    """bench_reproduce for runs on the CPU, bench_reproduce_cuda for runs on a GPU: one table per kind."""
+    return CUDA_TABLE_ID if device.startswith("cuda:") else TABLE_ID
 
 
 def tables_since(tables: Path, since: float) -> list[Path]:
     """The .meta.json files under `tables` written at or after `since` (a time.time())."""
-    return sorted(p for p in tables.glob("*.meta.json") if p.stat().st_mtime >= since and p.name != f"{TABLE_ID}.meta.json")
+    benches = {f"{TABLE_ID}.meta.json", f"{CUDA_TABLE_ID}.meta.json"}
+    return sorted(p for p in tables.glob("*.meta.json") if p.stat().st_mtime >= since and p.name not in benches)
 
 
 def model_counts(metas: list[dict]) -> dict:
@@ -138,18 +156,18 @@ def _timed_on(meta: dict, notebook: str) -> str | None:
     return meta.get("notebooks", {}).get(notebook, {}).get("device") or meta.get("device")
 
 
-def previous_devices(tables: Path) -> dict[str, str]:
+def previous_devices(tables: Path, table_id: str = TABLE_ID) -> dict[str, str]:
     """The machine that timed each notebook of the last bench_reproduce under `tables` (where recorded)."""
-    meta = tables / f"{TABLE_ID}.meta.json"
+    meta = tables / f"{table_id}.meta.json"
     if not meta.exists():
         return {}
     m = json.loads(meta.read_text())
     return {nb: _timed_on(m, nb) for nb in m.get("notebooks", {})}
 
 
-def previous_times(tables: Path) -> tuple[dict[str, float], str]:
+def previous_times(tables: Path, table_id: str = TABLE_ID) -> tuple[dict[str, float], str]:
     """Wall time (s) per notebook in the last bench_reproduce under `tables`, and its commit."""
-    csv, meta = tables / f"{TABLE_ID}.csv", tables / f"{TABLE_ID}.meta.json"
+    csv, meta = tables / f"{table_id}.csv", tables / f"{table_id}.meta.json"
     if not (csv.exists() and meta.exists()):
         return {}, ""
     df = pd.read_csv(csv)
@@ -162,10 +180,10 @@ METRIC_KEYS = {"models in its reports": "models", "models trained in this run": 
                "training time of its reports' models (min)": "train_seconds"}
 
 
-def carried_runs(tables: Path, timed: set[str]) -> list[dict]:
+def carried_runs(tables: Path, timed: set[str], table_id: str = TABLE_ID) -> list[dict]:
     """The notebooks the last bench_reproduce under `tables` timed and this run does not, as run
     records (seconds, model counts, the commit that timed them), to keep beside this run's rows."""
-    csv, meta = tables / f"{TABLE_ID}.csv", tables / f"{TABLE_ID}.meta.json"
+    csv, meta = tables / f"{table_id}.csv", tables / f"{table_id}.meta.json"
     if not (csv.exists() and meta.exists()):
         return []
     df, m = pd.read_csv(csv), json.loads(meta.read_text())
@@ -231,24 +249,29 @@ def bench_table(runs: list[dict], before: dict[str, float], wall: float | None =
 
 def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Path], commit: str,
                 before: dict[str, float], before_commit: str, reference: dict | None = None,
-                wall: float | None = None, lanes: int = 1) -> pd.DataFrame:
+                wall: float | None = None, lanes: int = 1, device: str | None = None) -> pd.DataFrame:
     """Write bench_reproduce from this run's timed notebooks and the previous table's other rows;
     `reference`: reference_speed() at the start and end of this run ({"start": ..., "end": ...});
-    `wall`: this run's wall time where `lanes` > 1 ran notebooks side by side."""
-    here = device_description("cpu")
+    `wall`: this run's wall time where `lanes` > 1 ran notebooks side by side; `device`: where the
+    notebooks ran (run_device(); default the CPU). A GPU run writes bench_reproduce_cuda, with each
+    notebook's wall time in bench_reproduce (the CPU run) beside its own."""
+    here = device or device_description("cpu")
+    table_id = bench_id(here)
     reference = reference or {}
     for r in runs:
         r["commit"], r["device"], r["reference"] = commit, here, reference.get("start")
     timed = {r["notebook"] for r in runs}
-    carried = carried_runs(tables, timed)
+    carried = carried_runs(tables, timed, table_id)
     # Compare only what this run timed (a carried row's previous time is its own), and only with a
     # previous time taken on this machine: another machine's time is no baseline.
-    then = previous_devices(tables)
+    then = previous_devices(tables, table_id)
     other_machine = sorted(k for k in before if k in timed and then.get(k) != here)
     comparable = {k: v for k, v in before.items() if k in timed and k not in other_machine}
     runs = sorted(carried + runs, key=lambda r: r["notebook"])
     side_by_side = lanes > 1 and wall is not None
     df = bench_table(runs, comparable, wall + sum(r["seconds"] for r in carried) if side_by_side else None)
+    if table_id == CUDA_TABLE_ID:
+        df = pd.concat([df, cpu_rows(runs, tables)], ignore_index=True)
     fp = hashlib.sha256(b"".join(Path(nb).read_bytes() for nb in notebooks)).hexdigest()
     meta = {"preset": preset, "seed": "each notebook's own", "device": here,
             "git_commit": commit, "data_source": "each notebook's own (see its reports' .meta.json)",
@@ -290,8 +313,30 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
                   "compare a row with another only on the same machine.")
     # commits as code: Markdown tables would read 2762204 or 61017e4 as numbers (2.7622e+06, 6.1017e+08)
     show = df.assign(**{"timed at": df["timed at"].map(lambda c: f"`{c}`" if c else "")})
-    write_table(TABLE_ID, df, meta, tables, title="make reproduce: wall time per notebook", notes=notes, show=show)
+    if table_id == CUDA_TABLE_ID:
+        notes += (" 'CPU run' rows: the notebook's wall time in bench_reproduce (its commit and machine in columns "
+                  "'timed at' and 'timed on'), so 'CPU run / this wall time' compares two machines, not two commits.")
+    write_table(table_id, df, meta, tables, title="make reproduce: wall time per notebook"
+                + (" on a GPU" if table_id == CUDA_TABLE_ID else ""), notes=notes, show=show)
     return df
+
+
+def cpu_rows(runs: list[dict], tables: Path) -> pd.DataFrame:
+    """For a GPU run's notebooks: each one's wall time in bench_reproduce (the CPU run) and the ratio."""
+    cpu, _ = previous_times(tables, TABLE_ID)
+    meta = tables / f"{TABLE_ID}.meta.json"
+    m = json.loads(meta.read_text()) if meta.exists() else {}
+    rows = []
+    for r in runs:
+        if r["notebook"] not in cpu:
+            continue
+        at = (m.get("notebooks", {}).get(r["notebook"], {}).get("commit") or m.get("git_commit", ""))[:7]
+        on = short_device(_timed_on(m, r["notebook"]))
+        for metric, value in (("CPU run's wall time (min)", cpu[r["notebook"]] / 60),
+                              ("CPU run / this wall time", cpu[r["notebook"]] / r["seconds"])):
+            rows.append({"method": r["notebook"], "metric": metric, "paper": None, "ours": value,
+                         "timed at": at, "timed on": on})
+    return pd.DataFrame(rows, columns=["method", "metric", "paper", "ours", "timed at", "timed on"])
 
 
 def resolve_lanes(value: str | int) -> int:
@@ -413,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     root = repo_root()
     out_dir = args.out or root / "runs" / "executed"
     tables = run_paths(TABLE_ID, args.preset).tables
-    before, before_commit = previous_times(tables)
+    device = run_device()
+    before, before_commit = previous_times(tables, bench_id(device))
     commit = git_commit()
     reference = {"start": reference_speed()}
 
@@ -430,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     done = {r["notebook"] for r in runs}
     timed = [nb for nb in args.notebooks if nb.name in done]
     if runs:  # the notebooks that finished keep their timings, failures or not
-        df = write_bench(runs, tables, args.preset, timed, commit, before, before_commit, reference, wall, lanes)
+        df = write_bench(runs, tables, args.preset, timed, commit, before, before_commit, reference, wall, lanes,
+                         device)
     for nb, error, start in failures:
         marked = mark_failed(tables, start, nb.name, error, commit)
         print(f"FAILED: {nb} stopped: {error}\n  executed copy: {out_dir / nb.name}\n  reports it wrote, "

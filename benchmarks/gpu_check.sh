@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The GPU checks, in one bounded run on a machine with a CUDA device (CI has none):
+#   1. the CUDA tests (penalties, Triton kernel and its gradients, trainers on cuda);
+#   2. bench_penalty's CUDA rows (benchmarks/penalty.py --cuda-only: into the existing table);
+#   3. one training through torchrun on the NCCL backend (orderlib.tools.train_parallel);
+#   4. notebooks 03-05 (Table 2 and what reads its models) on the full preset, every model trained
+#      here, on the GPU (device="auto"): bench_reproduce_cuda.
+# Each step has its own time limit and the run goes on past a failed step; logs and the reports
+# land in $RESULTS (default runs/gpu_check), packed after every step into $PACK (default
+# $RESULTS.tar.gz). PRESET=small runs the notebooks on their small preset (a dry run of this script).
+#
+#     ORDERLIB_DATA=<data root> bash benchmarks/gpu_check.sh [python]
+set -u
+PY=${1:-python3}
+RESULTS=${RESULTS:-runs/gpu_check}
+PACK=${PACK:-$RESULTS.tar.gz}
+mkdir -p "$RESULTS"
+export PYTHONUNBUFFERED=1
+
+step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, say how it ended
+    local name=$1 limit=$2 t0=$SECONDS rc
+    shift 2
+    echo "=== $name (limit ${limit}s)"
+    timeout "$limit" "$@" >"$RESULTS/$name.log" 2>&1
+    rc=$?
+    echo "=== $name: rc $rc after $((SECONDS - t0)) s"
+    tail -n 25 "$RESULTS/$name.log"
+    cp reports/tables/bench_penalty.* reports/tables/bench_reproduce_cuda.* reports/tables/oe_table2_retrieval.* \
+        reports/tables/oe_sec46_detail.* reports/tables/oe_fig4_regularities.* "$RESULTS"/ 2>/dev/null
+    tar czf "$PACK" -C "$RESULTS" .
+}
+
+nvidia-smi -L
+"$PY" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__,
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device")'
+
+step tests 100 "$PY" -m pytest -q -p no:cacheprovider tests/test_devices.py tests/test_concepts_later.py \
+    tests/test_fused.py -k "cuda or triton"
+step bench_penalty 90 "$PY" benchmarks/penalty.py --cuda-only
+step nccl 60 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m orderlib.tools.train_parallel \
+    retrieval --preset small --device cuda
+step notebooks_03_05 "${NOTEBOOK_LIMIT:-300}" "$PY" -m orderlib.tools.reproduce --preset "${PRESET:-full}" \
+    notebooks/03_oe_table2_retrieval.ipynb notebooks/04_oe_sec46_detail.ipynb notebooks/05_oe_fig4_regularities.ipynb
+echo "packed $PACK"
