@@ -7,7 +7,8 @@
 #      here, on the GPU (device="auto"): bench_reproduce_cuda.
 # Each step has its own time limit and the run goes on past a failed step; logs and the reports
 # land in $RESULTS (default runs/gpu_check), packed after every step into $PACK (default
-# $RESULTS.tar.gz). PRESET=small runs the notebooks on their small preset (a dry run of this script).
+# $RESULTS.tar.gz). PRESET=small runs the notebooks on their small preset (a dry run of this script);
+# STEPS="tests bench_penalty" runs those steps alone.
 #
 #     ORDERLIB_DATA=<data root> bash benchmarks/gpu_check.sh [python]
 set -u
@@ -17,9 +18,12 @@ PACK=${PACK:-$RESULTS.tar.gz}
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1
 
+STEPS=${STEPS:-tests bench_penalty nccl notebooks}
+
 step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, say how it ended
     local name=$1 limit=$2 t0=$SECONDS rc
     shift 2
+    [[ " $STEPS " == *" ${name%%_0*} "* ]] || return 0
     echo "=== $name (limit ${limit}s)"
     timeout "$limit" "$@" >"$RESULTS/$name.log" 2>&1
     rc=$?

@@ -2,9 +2,12 @@
 
 Same contract as the C++ CPU kernel (orderlib/kernels.py): E[i, j] = sum_d max(0, y[j, d] -
 x[i, d])^2 and its gradients, tiled so that N x M x D never exists. Forward: each program owns a
-BLOCK_N x BLOCK_M tile of E and walks d, an outer-product update per d like a SIMT GEMM.
-Backward: out[a, k] = sum_b w[a, b] * max(0, s * (p[b, k] - q[a, k])), each program owning a
-BLOCK_A x BLOCK_K tile of the gradient and walking b.
+BN x BM tile of E and walks d, an outer-product update per d like a SIMT GEMM. Backward:
+out[a, k] = sum_b w[a, b] * max(0, s * (p[b, k] - q[a, k])), each program owning a BA x BK tile of
+the gradient and walking b. Every load of the walk is contiguous: x and y go in as (D, N) and
+(D, M) copies, w with its a-index unit-strided. The tile sizes are tuned per D at the first call
+(triton.autotune over the CONFIGS below; `tuned()` says what was chosen), the first config
+under the interpreter.
 
 Checked against the reference in Triton's CPU interpreter (TRITON_INTERPRET=1, tests/
 test_fused.py); where Triton is missing or a launch fails, `order_violation_matrix` falls back to
@@ -24,8 +27,11 @@ try:
 except Exception:  # ImportError, or a broken install: no Triton path
     triton = None
 
-BLOCK_N, BLOCK_M = 64, 64  # forward tile of E
-BLOCK_A, BLOCK_K = 32, 64  # backward tile of the gradient (rows, feature lanes)
+# (tile rows, tile columns, warps): forward (BN, BM), backward (BA, BK); the first is the
+# interpreter's. Forward tiles read BN + BM floats per d for BN * BM element-pairs; backward grids
+# are small (cdiv(N, BA) x cdiv(D, BK) programs), hence the small tiles too.
+FORWARD_CONFIGS = [(64, 64, 4), (64, 64, 8), (128, 64, 4), (128, 64, 8), (128, 128, 8), (32, 64, 4), (32, 32, 2)]
+BACKWARD_CONFIGS = [(32, 64, 4), (16, 64, 2), (32, 32, 2), (64, 64, 4), (32, 128, 4), (64, 128, 8), (16, 128, 4)]
 
 if triton is not None:
 
@@ -72,6 +78,26 @@ def interpreting() -> bool:
     return triton is not None and os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def _tuned(kernel, configs: list[tuple[int, int, int]], names: tuple[str, str]):
+    """`kernel` autotuned over `configs` per D, or as it is (first config) under the interpreter."""
+    if interpreting():
+        return kernel, dict(zip(names, configs[0][:2]))
+    return triton.autotune([triton.Config(dict(zip(names, c[:2])), num_warps=c[2]) for c in configs],
+                           key=["d"])(kernel), {}
+
+
+if triton is not None:
+    _forward, _FORWARD_FIXED = _tuned(_forward_kernel, FORWARD_CONFIGS, ("BN", "BM"))
+    _backward, _BACKWARD_FIXED = _tuned(_weighted_relu_kernel, BACKWARD_CONFIGS, ("BA", "BK"))
+
+
+def tuned() -> dict[str, str]:
+    """The tile each kernel's autotuner chose (after a first call), by kernel."""
+    if triton is None or interpreting():
+        return {}
+    return {name: str(getattr(k, "best_config", None)) for name, k in (("forward", _forward), ("backward", _backward))}
+
+
 def supports(x: torch.Tensor, y: torch.Tensor) -> bool:
     """True where this path applies: float32 CUDA tensors (CPU ones under the interpreter)."""
     if triton is None or _failure or x.dtype != torch.float32 or y.dtype != torch.float32:
@@ -90,30 +116,35 @@ def status() -> str:
     return "disabled after a failed launch: " + _failure[0] if _failure else f"Triton {triton.__version__}"
 
 
-def forward(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Return E (N, M) for x (N, D), y (M, D); accumulates in float32."""
+def forward(x: torch.Tensor, y: torch.Tensor, kernel=None, **tile) -> torch.Tensor:
+    """Return E (N, M) for x (N, D), y (M, D); accumulates in float32. `kernel` and `tile`
+    (BN, BM, num_warps): one fixed config instead of the tuned one (tests/test_devices.py)."""
     n, m, d = x.shape[0], y.shape[0], x.shape[1]
     e = torch.empty((n, m), dtype=torch.float32, device=x.device)
     if n and m:
-        grid = (triton.cdiv(n, BLOCK_N), triton.cdiv(m, BLOCK_M))
-        _forward_kernel[grid](x, y, e, n, m, d, *x.stride(), *y.stride(), *e.stride(), BN=BLOCK_N, BM=BLOCK_M)
+        xt, yt = x.t().contiguous(), y.t().contiguous()  # (D, N), (D, M): the walk over d reads rows
+        grid = lambda meta: (triton.cdiv(n, meta["BN"]), triton.cdiv(m, meta["BM"]))  # noqa: E731
+        (kernel or _forward)[grid](xt, yt, e, n, m, d, xt.stride(1), xt.stride(0), yt.stride(1), yt.stride(0),
+                                   *e.stride(), **(tile or _FORWARD_FIXED))
     return e.to(x.dtype)
 
 
-def _weighted_relu(q, p, w, flip: bool) -> torch.Tensor:
+def _weighted_relu(q, p, w, flip: bool, kernel=None, tile=None) -> torch.Tensor:
+    """out (na, D) = sum_b w[a, b] max(0, ±(p[b] - q[a])); w's a-index should be unit-strided."""
     na, nb, d = q.shape[0], p.shape[0], q.shape[1]
     out = torch.zeros((na, d), dtype=torch.float32, device=q.device)
     if na and nb and d:
-        grid = (triton.cdiv(na, BLOCK_A), triton.cdiv(d, BLOCK_K))
-        _weighted_relu_kernel[grid](q, p, w, out, na, nb, d, *q.stride(), *p.stride(), *w.stride(),
-                                    *out.stride(), FLIP=flip, BA=BLOCK_A, BK=BLOCK_K)
+        q, p = q.contiguous(), p.contiguous()
+        grid = lambda meta: (triton.cdiv(na, meta["BA"]), triton.cdiv(d, meta["BK"]))  # noqa: E731
+        (kernel or _backward)[grid](q, p, w, out, na, nb, d, *q.stride(), *p.stride(), *w.stride(),
+                                    *out.stride(), FLIP=flip, **(tile or _BACKWARD_FIXED))
     return out.to(q.dtype)
 
 
-def backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel=None, **tile) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (dE/dx, dE/dy) contracted with the upstream gradient g (N, M)."""
-    gx = _weighted_relu(x, y, g, flip=False).mul_(-2)  # (N, D)
-    gy = _weighted_relu(y, x, g.T, flip=True).mul_(2)  # (M, D): w[a=j, b=i] = g[i, j] via strides
+    gx = _weighted_relu(x, y, g.t().contiguous().t(), False, kernel, tile).mul_(-2)  # (N, D); w = g, a-index unit-strided
+    gy = _weighted_relu(y, x, g.contiguous().T, True, kernel, tile).mul_(2)  # (M, D): w[a=j, b=i] = g[i, j]
     return gx, gy
 
 
