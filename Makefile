@@ -11,7 +11,7 @@ PRESET ?= full
 LANES ?= 1
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help venv data browser test reproduce resume bench bench-penalty index strip notebooks clean-runs
+.PHONY: help venv data browser test reproduce resume bench bench-penalty gpu-check index strip notebooks clean-runs
 
 help:
 	@echo "make reproduce   regenerate reports/ from every notebook (PRESET=full by default)"
@@ -63,6 +63,11 @@ bench: bench-penalty
 
 bench-penalty: data
 	$(PY) benchmarks/penalty.py
+
+# On a machine with a CUDA device: the CUDA tests, bench_penalty's CUDA rows, a torchrun training on
+# NCCL and notebooks 03-05 on the GPU (bench_reproduce_cuda); logs under runs/gpu_check/.
+gpu-check: data
+	bash benchmarks/gpu_check.sh $(PY)
 
 # Like reproduce, but keeps the checkpoints of an interrupted run and resumes from them.
 # Each notebook is timed; the timings are the bench_reproduce table (orderlib/tools/reproduce.py).

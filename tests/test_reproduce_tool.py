@@ -144,3 +144,32 @@ def test_machine_reference_is_recorded_per_run_and_kept_with_carried_rows(tmp_pa
     R.write_bench([later], tmp_path, "full", [], "2222222bbbb", {}, "1111111", None)
     meta = json.loads((tmp_path / f"{R.TABLE_ID}.meta.json").read_text())
     assert meta["notebooks"]["00_a"]["reference"] == ref and meta["notebooks"]["01_b"]["reference"] is None
+
+
+def test_a_gpu_run_writes_its_own_table_beside_the_cpu_runs_times(tmp_path):
+    """On a CUDA machine the timings go to bench_reproduce_cuda (the CPU table untouched), with each
+    notebook's CPU wall time and the ratio; the next GPU run compares with the last GPU run only."""
+    run = lambda s: {"notebook": "03_t", "seconds": s, "models": 1, "trained": 1, "train_seconds": s / 2,  # noqa: E731
+                     "recorded": True, "reports": []}
+    R.write_bench([run(600.0)], tmp_path, "full", [], "1111111aaaa", {}, "", device="cpu:Some CPU (2 threads)")
+    cpu_csv = (tmp_path / f"{R.TABLE_ID}.csv").read_text()
+    gpu = "cuda:Some GPU with Some CPU (16 threads)"
+    assert R.bench_id(gpu) == R.CUDA_TABLE_ID and R.bench_id("cpu:x") == R.TABLE_ID
+    df = R.write_bench([run(60.0)], tmp_path, "full", [], "2222222bbbb", {}, "", device=gpu)
+    assert (tmp_path / f"{R.TABLE_ID}.csv").read_text() == cpu_csv
+    got = pd.read_csv(tmp_path / f"{R.CUDA_TABLE_ID}.csv").query("method == '03_t'").set_index("metric")
+    assert got.loc["CPU run / this wall time", "ours"] == 10.0 and got.loc["CPU run's wall time (min)", "ours"] == 10.0
+    assert got.loc["CPU run / this wall time", "timed on"] == "Some CPU, 2 threads"
+    assert got.loc["wall time (min)", "timed on"] == "Some GPU with Some CPU, 16 threads"
+    assert df[df.metric == "wall time (min)"].set_index("method").ours["03_t"] == 1.0
+    before, commit = R.previous_times(tmp_path, R.bench_id(gpu))
+    assert before == {"03_t": 60.0} and commit == "2222222bbbb"
+    assert R.tables_since(tmp_path, 0) == []  # neither bench table counts as a notebook's report
+
+
+def test_git_commit_can_be_named_for_a_copy_without_git(monkeypatch, tmp_path):
+    from orderlib.reports import git_commit
+
+    assert git_commit(tmp_path) == "unknown"
+    monkeypatch.setenv("ORDERLIB_GIT_COMMIT", "abc1234")
+    assert git_commit(tmp_path) == "abc1234"

@@ -46,6 +46,8 @@ REPORTS = {
                       [], "real WordNet 3.1 embeddings"),
     "bench_reproduce": ("all", "`make reproduce`: wall time per notebook (benchmark)", "orderlib/tools/reproduce.py",
                         [], "each notebook's own"),
+    "bench_reproduce_cuda": ("all", "`make reproduce` on a GPU: wall time per notebook (benchmark)",
+                             "orderlib/tools/reproduce.py", [], "each notebook's own"),
     "oe_table3_snli": ("Vendrov et al. 2016", "Table 3 (SNLI 2-class, SICK)", "notebooks/02_oe_table3_snli.ipynb",
                        ["oe_table3_roc"], "real SNLI 1.0 dev/test, SICK"),
     "oe_table2_retrieval": ("Vendrov et al. 2016", "Table 2 (caption-image retrieval)",
