@@ -4,7 +4,7 @@ Same contract as the C++ CPU kernel (orderlib/kernels.py): E[i, j] = sum_d max(0
 x[i, d])^2 and its gradients, tiled so that N x M x D never exists. Forward: each program owns a
 BN x BM tile of E and walks d, an outer-product update per d like a SIMT GEMM. Backward:
 out[a, k] = sum_b w[a, b] * max(0, s * (p[b, k] - q[a, k])), each program owning a BA x BK tile of
-the gradient and walking b. Every load of the walk is contiguous: x and y go in as (D, N) and
+the gradient and walking its part of b (`splits`). Every load of the walk is contiguous: x and y go in as (D, N) and
 (D, M) copies, w with its a-index unit-strided. The tile sizes are tuned per D at the first call
 (triton.autotune over the CONFIGS below; `tuned()` says what was chosen), the first config
 under the interpreter.
@@ -31,7 +31,7 @@ except Exception:  # ImportError, or a broken install: no Triton path
 # interpreter's. Forward tiles read BN + BM floats per d for BN * BM element-pairs; backward grids
 # are small (cdiv(N, BA) x cdiv(D, BK) programs), hence the small tiles too.
 FORWARD_CONFIGS = [(64, 64, 4), (64, 64, 8), (128, 64, 4), (128, 64, 8), (128, 128, 8), (32, 64, 4), (32, 32, 2)]
-BACKWARD_CONFIGS = [(32, 64, 4), (16, 64, 2), (32, 32, 2), (64, 64, 4), (32, 128, 4), (64, 128, 8), (16, 128, 4)]
+BACKWARD_CONFIGS = [(32, 64, 4), (16, 64, 2), (32, 32, 2), (64, 64, 4), (32, 128, 4), (64, 128, 8), (64, 64, 8)]
 
 if triton is not None:
 
@@ -51,14 +51,15 @@ if triton is not None:
         tl.store(e_ptr + rn[:, None] * sen + rm[None, :] * sem, acc, mask=mask)
 
     @triton.jit
-    def _weighted_relu_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, sqa, sqk, spb, spk, swa, swb,
-                              soa, sok, FLIP: tl.constexpr, BA: tl.constexpr, BK: tl.constexpr):
+    def _weighted_relu_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb,
+                              sos, soa, sok, FLIP: tl.constexpr, BA: tl.constexpr, BK: tl.constexpr):
         ra = tl.program_id(0) * BA + tl.arange(0, BA)  # (BA,)
         rk = tl.program_id(1) * BK + tl.arange(0, BK)  # (BK,)
+        split = tl.program_id(2)  # this program sums b in [split * b_per, (split + 1) * b_per)
         mask = (ra[:, None] < na) & (rk[None, :] < d)
         q = tl.load(q_ptr + ra[:, None] * sqa + rk[None, :] * sqk, mask=mask, other=0.0).to(tl.float32)
         acc = tl.zeros((BA, BK), dtype=tl.float32)
-        for b in range(0, nb):
+        for b in range(split * b_per, tl.minimum(split * b_per + b_per, nb)):
             w = tl.load(w_ptr + ra * swa + b * swb, mask=ra < na, other=0.0).to(tl.float32)  # (BA,)
             p = tl.load(p_ptr + b * spb + rk * spk, mask=rk < d, other=0.0).to(tl.float32)  # (BK,)
             if FLIP:
@@ -67,7 +68,7 @@ if triton is not None:
                 v = p[None, :] - q
             t = tl.where(v > 0.0, v, 0.0)  # NaN -> 0, as clamp's backward mask (v >= 0)
             acc += w[:, None] * t
-        tl.store(out_ptr + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
+        tl.store(out_ptr + split * sos + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
 
 
 _failure: list[str] = []  # why the Triton path was switched off in this process, if it was
@@ -129,22 +130,39 @@ def forward(x: torch.Tensor, y: torch.Tensor, kernel=None, **tile) -> torch.Tens
     return e.to(x.dtype)
 
 
-def _weighted_relu(q, p, w, flip: bool, kernel=None, tile=None) -> torch.Tensor:
-    """out (na, D) = sum_b w[a, b] max(0, ±(p[b] - q[a])); w's a-index should be unit-strided."""
+def splits(na: int, nb: int, d: int, processors: int) -> int:
+    """How many programs share each gradient tile's walk over b: enough for about eight programs per
+    multiprocessor (counted with 64 x 64 tiles), at most 8, each walking at least 32 b's."""
+    tiles = triton.cdiv(na, 64) * triton.cdiv(d, 64)
+    return max(1, min(8, triton.cdiv(8 * processors, tiles), nb // 32))
+
+
+def _processors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+
+
+def _weighted_relu(q, p, w, flip: bool, kernel=None, tile=None, split: int | None = None) -> torch.Tensor:
+    """out (na, D) = sum_b w[a, b] max(0, ±(p[b] - q[a])); w's a-index should be unit-strided.
+    The walk over b is cut into `split` parts (default `splits`), summed afterwards in a fixed
+    order: a small grid (few rows of q) still fills the GPU, and the result does not depend on timing."""
     na, nb, d = q.shape[0], p.shape[0], q.shape[1]
-    out = torch.zeros((na, d), dtype=torch.float32, device=q.device)
-    if na and nb and d:
-        q, p = q.contiguous(), p.contiguous()
-        grid = lambda meta: (triton.cdiv(na, meta["BA"]), triton.cdiv(d, meta["BK"]))  # noqa: E731
-        (kernel or _backward)[grid](q, p, w, out, na, nb, d, *q.stride(), *p.stride(), *w.stride(),
-                                    *out.stride(), FLIP=flip, **(tile or _BACKWARD_FIXED))
-    return out.to(q.dtype)
+    if not (na and nb and d):
+        return torch.zeros((na, d), dtype=q.dtype, device=q.device)
+    q, p = q.contiguous(), p.contiguous()
+    split = split or splits(na, nb, d, _processors(q.device))
+    b_per = triton.cdiv(nb, split)
+    out = torch.empty((split, na, d), dtype=torch.float32, device=q.device)  # every tile of every part is stored
+    grid = lambda meta: (triton.cdiv(na, meta["BA"]), triton.cdiv(d, meta["BK"]), split)  # noqa: E731
+    (kernel or _backward)[grid](q, p, w, out, na, nb, d, b_per, *q.stride(), *p.stride(), *w.stride(),
+                                *out.stride(), FLIP=flip, **(tile or _BACKWARD_FIXED))
+    return (out[0] if split == 1 else out.sum(0)).to(q.dtype)
 
 
-def backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel=None, **tile) -> tuple[torch.Tensor, torch.Tensor]:
+def backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel=None, split: int | None = None,
+             **tile) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (dE/dx, dE/dy) contracted with the upstream gradient g (N, M)."""
-    gx = _weighted_relu(x, y, g.t().contiguous().t(), False, kernel, tile).mul_(-2)  # (N, D); w = g, a-index unit-strided
-    gy = _weighted_relu(y, x, g.contiguous().T, True, kernel, tile).mul_(2)  # (M, D): w[a=j, b=i] = g[i, j]
+    gx = _weighted_relu(x, y, g.t().contiguous().t(), False, kernel, tile, split).mul_(-2)  # (N, D); w = g, a-index unit-strided
+    gy = _weighted_relu(y, x, g.contiguous().T, True, kernel, tile, split).mul_(2)  # (M, D): w[a=j, b=i] = g[i, j]
     return gx, gy
 
 

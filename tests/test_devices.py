@@ -60,8 +60,9 @@ def test_every_triton_tile_config_matches_reference():
         e = K.forward(xc, yc, K._forward_kernel, BN=bn, BM=bm, num_warps=warps)
         assert torch.allclose(e.cpu(), r.detach(), rtol=1e-5, atol=1e-4), (bn, bm, warps)
     for ba, bk, warps in K.BACKWARD_CONFIGS:
-        gx, gy = K.backward(wc, xc, yc, K._weighted_relu_kernel, BA=ba, BK=bk, num_warps=warps)
-        assert torch.allclose(gx.cpu(), rx, rtol=1e-5, atol=1e-4), (ba, bk, warps)
-        assert torch.allclose(gy.cpu(), ry, rtol=1e-5, atol=1e-4), (ba, bk, warps)
+        for split in (1, 3):  # the walk over b whole, and cut in three parts summed afterwards
+            gx, gy = K.backward(wc, xc, yc, K._weighted_relu_kernel, split=split, BA=ba, BK=bk, num_warps=warps)
+            assert torch.allclose(gx.cpu(), rx, rtol=1e-5, atol=1e-4), (ba, bk, warps, split)
+            assert torch.allclose(gy.cpu(), ry, rtol=1e-5, atol=1e-4), (ba, bk, warps, split)
     e = P.order_violation_matrix(xc, yc, backend="fused")
     assert torch.allclose(e.cpu(), r.detach(), rtol=1e-5, atol=1e-4) and K.tuned()["forward"] != "None"
