@@ -127,3 +127,18 @@ def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_pa
     mean = [r for r in two if r["seed"] == "mean" and r["metric"] == "test accuracy (%)"]
     assert len(mean) == 1 and mean[0]["ours"] == pytest.approx(92.2) and mean[0]["n_seeds"] == 2
     assert mean[0]["sd"] == round(math.sqrt(0.02), 2)  # rounded as cited
+
+
+def test_table1_auto_device_stays_on_the_cpu_where_the_compiled_step_builds(monkeypatch):
+    import torch
+
+    from orderlib import kernels
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(kernels, "concept_step_kernel", lambda: object())
+    assert X.resolve_device("auto").type == "cpu"  # a GPU is there, the compiled CPU step too
+    assert X.resolve_device("cuda").type == "cuda"  # asked for
+    monkeypatch.setattr(kernels, "concept_step_kernel", lambda: None)
+    assert X.resolve_device("auto").type == "cuda"  # no compiled step: the GPU's PyTorch step
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert X.resolve_device("auto").type == "cpu"

@@ -172,6 +172,19 @@ def _check_workers(value) -> None:
         raise ValueError(f"WORKERS must be 'auto' or a positive int, got {value!r}")
 
 
+def resolve_device(value: str = "auto") -> torch.device:
+    """Table 1's device. "auto": the CPU wherever the compiled table-model step builds, else CUDA
+    where there is one. Table 1's models are lookup tables: on the CPU they train with the compiled
+    step (concept_step.cpp, word2gauss.cpp) in one process per core; on CUDA with the PyTorch step
+    in one process, a few small kernels per batch of 500 pairs."""
+    from orderlib import kernels
+    from orderlib.runs import resolve_device as any_device
+
+    if value == "auto" and torch.cuda.is_available() and kernels.concept_step_kernel() is not None:
+        return torch.device("cpu")
+    return any_device(value)
+
+
 def resolve_workers(workers, device) -> int:
     """'auto': one single-threaded process per CPU core (up to 8: the small per-step work of a table
     model does not use more threads well); one on CUDA, where jobs would share the GPU."""
