@@ -130,6 +130,8 @@ def render(root: Path | None = None) -> str:
             problems.append(f"reports/tables/{rid}: written by a run of {f['notebook']} that then failed "
                             f"({f['error']}); fix and rerun it")
         commit = str(meta.get("git_commit", ""))[:7] + ("-dirty" if str(meta.get("git_commit", "")).endswith("-dirty") else "")
+        if meta.get("cuda_run"):  # rows measured on a GPU by another run (benchmarks/penalty.py --cuda-only)
+            commit += f" (CUDA rows {str(meta['cuda_run'].get('git_commit', ''))[:7]})"
         executed = rep / "notebooks" / Path(source).name
         if executed.exists():  # the notebook as executed on the full preset, outputs included
             links.append(f"[executed notebook](notebooks/{executed.name})")
