@@ -214,13 +214,10 @@ def merge_cuda_rows(rows: list[dict], notes: dict, t0: float, shape: list[int]) 
     """Put this run's CUDA rows into the existing bench_penalty (its CPU rows and their provenance
     kept), replacing earlier CUDA rows; the CUDA run's own provenance goes under meta["cuda_run"]."""
     from orderlib import kernels_triton
-    from orderlib.paths import repo_root
     from orderlib.reports import git_commit
 
-    tables = repo_root() / "reports" / "tables"
-    old = pd.read_csv(tables / "bench_penalty.csv")
-    meta = json.loads((tables / "bench_penalty.meta.json").read_text())
-    cpu = old[~old.method.str.contains("(cuda", regex=False)]
+    old, meta = committed_table()
+    cpu = old[~is_cuda(old)]
     df = pd.concat([cpu, pd.DataFrame(rows).assign(paper=None)], ignore_index=True)[["method", "metric", "paper", "ours"]]
     meta = {k: v for k, v in meta.items() if k not in ("id", "created", "cuda_device", "triton")}
     meta["cuda_run"] = {"device": device_description("cuda"), "git_commit": git_commit(), "torch": torch.__version__,
@@ -237,16 +234,26 @@ def cuda_note(run: dict) -> str:
             "that GPU's fp32 GEMM in the same run; the CPU rows keep their own run's provenance (this meta's top level).")
 
 
-def earlier_cuda_rows() -> tuple[pd.DataFrame | None, dict | None]:
-    """The CUDA rows of the committed bench_penalty and their run's provenance, if it has any."""
+def committed_table() -> tuple[pd.DataFrame, dict]:
+    """The bench_penalty table under reports/tables and its meta (FileNotFoundError if there is none)."""
     from orderlib.paths import repo_root
 
     tables = repo_root() / "reports" / "tables"
-    if not (tables / "bench_penalty.csv").exists():
+    return pd.read_csv(tables / "bench_penalty.csv"), json.loads((tables / "bench_penalty.meta.json").read_text())
+
+
+def is_cuda(df: pd.DataFrame) -> pd.Series:
+    """Which rows were measured on the GPU (their method names say "(cuda")."""
+    return df.method.str.contains("(cuda", regex=False)
+
+
+def earlier_cuda_rows() -> tuple[pd.DataFrame | None, dict | None]:
+    """The CUDA rows of the committed bench_penalty and their run's provenance, if it has any."""
+    try:
+        old, meta = committed_table()
+    except FileNotFoundError:
         return None, None
-    old = pd.read_csv(tables / "bench_penalty.csv")
-    run = json.loads((tables / "bench_penalty.meta.json").read_text()).get("cuda_run")
-    cuda = old[old.method.str.contains("(cuda", regex=False)]
+    run, cuda = meta.get("cuda_run"), old[is_cuda(old)]
     return (cuda, run) if run and len(cuda) else (None, None)
 
 

@@ -323,19 +323,16 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
 
 def cpu_rows(runs: list[dict], tables: Path) -> pd.DataFrame:
     """For a GPU run's notebooks: each one's wall time in bench_reproduce (the CPU run) and the ratio."""
-    cpu, _ = previous_times(tables, TABLE_ID)
-    meta = tables / f"{TABLE_ID}.meta.json"
-    m = json.loads(meta.read_text()) if meta.exists() else {}
+    cpu = {c["notebook"]: c for c in carried_runs(tables, set(), TABLE_ID)}  # every notebook the CPU table timed
     rows = []
     for r in runs:
         if r["notebook"] not in cpu:
             continue
-        at = (m.get("notebooks", {}).get(r["notebook"], {}).get("commit") or m.get("git_commit", ""))[:7]
-        on = short_device(_timed_on(m, r["notebook"]))
-        for metric, value in (("CPU run's wall time (min)", cpu[r["notebook"]] / 60),
-                              ("CPU run / this wall time", cpu[r["notebook"]] / r["seconds"])):
+        c = cpu[r["notebook"]]
+        for metric, value in (("CPU run's wall time (min)", c["seconds"] / 60),
+                              ("CPU run / this wall time", c["seconds"] / r["seconds"])):
             rows.append({"method": r["notebook"], "metric": metric, "paper": None, "ours": value,
-                         "timed at": at, "timed on": on})
+                         "timed at": c["commit"][:7], "timed on": short_device(c["device"])})
     return pd.DataFrame(rows, columns=["method", "metric", "paper", "ours", "timed at", "timed on"])
 
 
