@@ -56,13 +56,32 @@ def test_every_triton_tile_config_matches_reference():
     r = P.order_violation_matrix_reference(xr, yr)
     rx, ry = torch.autograd.grad(r, (xr, yr), w)
     xc, yc, wc = x.cuda(), y.cuda(), w.cuda()
-    for bn, bm, warps in K.FORWARD_CONFIGS:
-        e = K.forward(xc, yc, K._forward_kernel, BN=bn, BM=bm, num_warps=warps)
-        assert torch.allclose(e.cpu(), r.detach(), rtol=1e-5, atol=1e-4), (bn, bm, warps)
-    for ba, bk, warps in K.BACKWARD_CONFIGS:
+    for c in K.FORWARD_CONFIGS:
+        e = K.forward(xc, yc, K._forward_kernel, **K.meta(c, ("BN", "BM")))
+        assert torch.allclose(e.cpu(), r.detach(), rtol=1e-5, atol=1e-4), c
+    for c in K.BACKWARD_CONFIGS:
         for split in (1, 3):  # the walk over b whole, and cut in three parts summed afterwards
-            gx, gy = K.backward(wc, xc, yc, K._weighted_relu_kernel, split=split, BA=ba, BK=bk, num_warps=warps)
-            assert torch.allclose(gx.cpu(), rx, rtol=1e-5, atol=1e-4), (ba, bk, warps, split)
-            assert torch.allclose(gy.cpu(), ry, rtol=1e-5, atol=1e-4), (ba, bk, warps, split)
+            gx, gy = K.backward(wc, xc, yc, K._weighted_max_kernel, split=split, **K.meta(c, ("BA", "BK")))
+            assert torch.allclose(gx.cpu(), rx, rtol=1e-5, atol=1e-4), (c, split)
+            assert torch.allclose(gy.cpu(), ry, rtol=1e-5, atol=1e-4), (c, split)
     e = P.order_violation_matrix(xc, yc, backend="fused")
     assert torch.allclose(e.cpu(), r.detach(), rtol=1e-5, atol=1e-4) and K.tuned()["forward"] != "None"
+
+
+@cuda
+def test_triton_gradients_keep_nan_rules_and_precision_far_from_zero():
+    """The backward's max form on the GPU: NaN in x or y masked as the reference masks it, and
+    embeddings offset by 100 keep float32's precision (the kernel centres them first)."""
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(70, 65, generator=g)
+    for offset, nan in ((0.0, True), (100.0, False)):
+        x, y = torch.rand(70, 40, generator=g) + offset, torch.rand(65, 40, generator=g) + offset
+        if nan:
+            x[1, 2] = y[3, 30] = float("nan")
+        xr, yr = x.double().requires_grad_(), y.double().requires_grad_()
+        xc, yc = x.cuda().requires_grad_(), y.cuda().requires_grad_()
+        got = torch.autograd.grad(P.order_violation_matrix(xc, yc, backend="fused"), (xc, yc), w.cuda())
+        ref = torch.autograd.grad(P.order_violation_matrix_reference(xr, yr), (xr, yr), w.double())
+        for a, b in zip(got, ref):
+            assert torch.equal(a.cpu().isnan(), b.isnan()), offset
+            assert torch.allclose(a.cpu().double(), b, rtol=0, atol=2e-5, equal_nan=True), offset

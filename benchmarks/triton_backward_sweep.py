@@ -1,0 +1,190 @@
+"""Sweep the Triton backward's formulation and tiles on a CUDA device (issue 14: backward >= 25% of GEMM).
+
+One pass of the backward is out[a, k] = sum_b w[a, b] relu(s (p[b, k] - q[a, k])), s = +-1. Two
+formulations, each over tiles, warps, pipelining stages and loop unrolling:
+  subtract  v = s (p - q); t = max(v, 0); acc += w t                      3 instructions per element-pair
+  max       acc += w max(p, q) (s = +1) or w min(p, q) (s = -1), then
+            out = acc - q sum_b w  (or q sum_b w - acc)                      2 instructions per element-pair
+Prints one line per (formulation, pass, config): seconds and element-pairs/s, the fp32 GEMM rate of
+the same run, and each formulation's largest error against a float64 reference. Under
+TRITON_INTERPRET=1 (CPU) it checks the formulations on a small case and times nothing.
+
+    python benchmarks/triton_backward_sweep.py [--n 1000 --m 5000 --d 1024] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _pass_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb, sos, soa, sok,
+                 FLIP: tl.constexpr, MAX: tl.constexpr, BA: tl.constexpr, BK: tl.constexpr,
+                 UNROLL: tl.constexpr, STAGES: tl.constexpr):
+    ra = tl.program_id(0) * BA + tl.arange(0, BA)  # (BA,)
+    rk = tl.program_id(1) * BK + tl.arange(0, BK)  # (BK,)
+    split = tl.program_id(2)
+    mask = (ra[:, None] < na) & (rk[None, :] < d)
+    q = tl.load(q_ptr + ra[:, None] * sqa + rk[None, :] * sqk, mask=mask, other=0.0)  # (BA, BK)
+    acc = tl.zeros((BA, BK), dtype=tl.float32)
+    wsum = tl.zeros((BA,), dtype=tl.float32)
+    lo = split * b_per
+    hi = tl.minimum(lo + b_per, nb)
+    for b in tl.range(lo, hi, num_stages=STAGES, loop_unroll_factor=UNROLL):
+        w = tl.load(w_ptr + ra * swa + b * swb, mask=ra < na, other=0.0)  # (BA,)
+        p = tl.load(p_ptr + b * spb + rk * spk, mask=rk < d, other=0.0)  # (BK,)
+        if MAX:
+            if FLIP:
+                acc += w[:, None] * tl.minimum(p[None, :], q)
+            else:
+                acc += w[:, None] * tl.maximum(p[None, :], q)
+            wsum += w
+        else:
+            if FLIP:
+                v = q - p[None, :]
+            else:
+                v = p[None, :] - q
+            acc += w[:, None] * tl.where(v > 0.0, v, 0.0)
+    if MAX:
+        if FLIP:
+            acc = q * wsum[:, None] - acc
+        else:
+            acc = acc - q * wsum[:, None]
+        acc = tl.where(q == q, acc, 0.0)  # a NaN q masks every term, as clamp's backward does
+    tl.store(out_ptr + split * sos + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
+
+
+@triton.jit
+def _forward_kernel(x_ptr, y_ptr, e_ptr, n, m, d, sxn, sxd, syn, syd, sen, sem,
+                    BN: tl.constexpr, BM: tl.constexpr, UNROLL: tl.constexpr, STAGES: tl.constexpr):
+    rn = tl.program_id(0) * BN + tl.arange(0, BN)  # (BN,)
+    rm = tl.program_id(1) * BM + tl.arange(0, BM)  # (BM,)
+    acc = tl.zeros((BN, BM), dtype=tl.float32)
+    for k in tl.range(0, d, num_stages=STAGES, loop_unroll_factor=UNROLL):
+        xk = tl.load(x_ptr + rn * sxn + k * sxd, mask=rn < n, other=0.0)  # (BN,)
+        yk = tl.load(y_ptr + rm * syn + k * syd, mask=rm < m, other=0.0)  # (BM,)
+        v = yk[None, :] - xk[:, None]  # (BN, BM)
+        t = tl.where(v < 0.0, 0.0, v)
+        acc += t * t
+    tl.store(e_ptr + rn[:, None] * sen + rm[None, :] * sem, acc, mask=(rn[:, None] < n) & (rm[None, :] < m))
+
+
+def forward(x, y, bn, bm, warps, stages, unroll):
+    n, m, d = x.shape[0], y.shape[0], x.shape[1]
+    e = torch.empty((n, m), dtype=torch.float32, device=x.device)
+    xt, yt = x.t().contiguous(), y.t().contiguous()
+    _forward_kernel[(triton.cdiv(n, bn), triton.cdiv(m, bm))](
+        xt, yt, e, n, m, d, xt.stride(1), xt.stride(0), yt.stride(1), yt.stride(0), *e.stride(),
+        BN=bn, BM=bm, UNROLL=unroll, STAGES=stages, num_warps=warps, num_stages=stages)
+    return e
+
+
+def one_pass(q, p, w, flip: bool, use_max: bool, ba: int, bk: int, warps: int, stages: int, unroll: int,
+             split: int) -> torch.Tensor:
+    na, nb, d = q.shape[0], p.shape[0], q.shape[1]
+    b_per = triton.cdiv(nb, split)
+    out = torch.empty((split, na, d), dtype=torch.float32, device=q.device)
+    grid = (triton.cdiv(na, ba), triton.cdiv(d, bk), split)
+    _pass_kernel[grid](q, p, w, out, na, nb, d, b_per, *q.stride(), *p.stride(), *w.stride(), *out.stride(),
+                       FLIP=flip, MAX=use_max, BA=ba, BK=bk, UNROLL=unroll, STAGES=stages, num_warps=warps,
+                       num_stages=stages)
+    return out.sum(0)
+
+
+def passes(x, y, g):
+    """(q, p, w, flip) of the two passes: dE/dx = -2 pass0, dE/dy = 2 pass1."""
+    return ((x, y, g.t().contiguous().t(), False), (y, x, g.contiguous().T, True))
+
+
+def reference(x, y, g):
+    x, y, g = x.double(), y.double(), g.double()
+    v = (y[None, :, :] - x[:, None, :]).clamp(min=0)  # (N, M, D)
+    return (g[:, :, None] * v).sum(1), (g[:, :, None] * v).sum(0)
+
+
+def check(x, y, g, configs) -> None:
+    rx, ry = reference(x, y, g)
+    scale = max(rx.abs().max().item(), ry.abs().max().item())
+    for use_max in (False, True):
+        errs = []
+        for ba, bk, warps, stages, unroll, split in configs:
+            for (q, p, w, flip), ref in zip(passes(x, y, g), (rx, ry)):
+                got = one_pass(q, p, w, flip, use_max, ba, bk, warps, stages, unroll, split)
+                errs.append((got.double() - ref).abs().max().item() / scale)
+        print(f"{'max' if use_max else 'subtract':9s} largest error / largest gradient: {max(errs):.2e}", flush=True)
+
+
+def seconds(fn) -> float:
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=10, rep=60) / 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--m", type=int, default=5000)
+    ap.add_argument("--d", type=int, default=1024)
+    ap.add_argument("--quick", action="store_true", help="fewer configs")
+    a = ap.parse_args()
+    interp = os.environ.get("TRITON_INTERPRET") == "1"
+    dev = "cpu" if interp else "cuda"
+    gen = torch.Generator().manual_seed(0)
+    if interp:
+        x, y, g = torch.rand(37, 11, generator=gen), torch.rand(29, 11, generator=gen), torch.randn(37, 29, generator=gen)
+        check(x, y, g, [(16, 16, 1, 1, 1, 1), (16, 8, 1, 1, 2, 3)])
+        return
+    x, y = (torch.rand(s, a.d, generator=gen).to(dev) for s in (a.n, a.m))
+    g = torch.randn(a.n, a.m, generator=gen).to(dev)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    gemm = a.n * a.m * a.d / seconds(lambda: x @ y.T)
+    print(f"{torch.cuda.get_device_name(0)}  triton {triton.__version__}  fp32 GEMM {gemm / 1e12:.2f} T/s", flush=True)
+    xs, ys, gs = x[:300, :200], y[:500, :200], g[:300, :500]
+    check(xs.contiguous(), ys.contiguous(), gs.contiguous(), [(64, 64, 4, 2, 1, 2), (64, 128, 8, 3, 4, 1)])
+    ref = ((y[None, :300, :] - x[:200, None, :]).clamp(min=0) ** 2).sum(-1)
+    print("forward largest error:", (forward(x[:200], y[:300], 64, 64, 2, 3, 4) - ref).abs().max().item())
+    for (bn, bm, warps), stages, unroll in itertools.product(
+            [(64, 64, 4), (128, 64, 4), (64, 64, 2), (128, 128, 8), (128, 64, 2), (64, 128, 4)], (3,), (1, 4, 8)):
+        s = seconds(lambda: forward(x, y, bn, bm, warps, stages, unroll))
+        rate = a.n * a.m * a.d / s
+        print(f"forward {bn:3d}x{bm:3d} w{warps} s{stages} u{unroll}: {s * 1e3:7.3f} ms {rate / 1e12:6.2f} T/s "
+              f"({rate / gemm:5.1%} of GEMM)", flush=True)
+    tiles = [(64, 64, 2), (128, 64, 4), (32, 64, 1), (128, 128, 8), (64, 128, 4), (128, 64, 2), (64, 32, 1)]
+    forms = (True,)
+    if a.quick:
+        tiles = tiles[:4]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    best = {}
+    for use_max, (ba, bk, warps), stages, unroll in itertools.product(forms, tiles, (2, 3, 4), (2, 4, 8)):
+        for name, (q, p, w, flip) in zip(("dx", "dy"), passes(x, y, g)):
+            tiles_n = triton.cdiv(q.shape[0], ba) * triton.cdiv(a.d, bk)
+            split = max(1, min(8, triton.cdiv(8 * sms, tiles_n), p.shape[0] // 32))
+            t0 = time.time()
+            try:
+                s = seconds(lambda: one_pass(q, p, w, flip, use_max, ba, bk, warps, stages, unroll, split))
+            except Exception as exc:  # an unsupported config: say so, go on
+                print(f"{'max' if use_max else 'subtract'} {name} {ba}x{bk} w{warps} s{stages} u{unroll}: "
+                      f"{type(exc).__name__}: {str(exc)[:120]}", flush=True)
+                continue
+            rate = a.n * a.m * a.d / s
+            key = ("max" if use_max else "subtract", name)
+            if rate > best.get(key, (0,))[0]:
+                best[key] = (rate, (ba, bk, warps, stages, unroll, split))
+            print(f"{key[0]:8s} {name} {ba:3d}x{bk:3d} w{warps} s{stages} u{unroll} split {split}: {s * 1e3:7.3f} ms "
+                  f"{rate / 1e12:6.2f} T/s ({rate / gemm:5.1%} of GEMM; compile+bench {time.time() - t0:.1f} s)",
+                  flush=True)
+    for form in ("subtract", "max"):
+        if (form, "dx") in best and (form, "dy") in best:
+            both = 1 / (1 / best[(form, "dx")][0] + 1 / best[(form, "dy")][0])  # the two passes in turn
+            print(f"BEST {form}: dx {best[(form, 'dx')]} dy {best[(form, 'dy')]} -> backward {both / 1e12:.2f} T/s, "
+                  f"{both / gemm:.1%} of fp32 GEMM", flush=True)
+
+
+if __name__ == "__main__":
+    main()
