@@ -48,11 +48,11 @@ if triton is not None:
 
     @triton.jit
     def _forward_kernel(x_ptr, y_ptr, e_ptr, n, m, d, sxn, sxd, syn, syd, sen, sem,
-                        BN: tl.constexpr, BM: tl.constexpr, UNROLL: tl.constexpr):
+                        BN: tl.constexpr, BM: tl.constexpr, UNROLL: tl.constexpr, STAGES: tl.constexpr):
         rn = tl.program_id(0) * BN + tl.arange(0, BN)  # (BN,)
         rm = tl.program_id(1) * BM + tl.arange(0, BM)  # (BM,)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
-        for k in tl.range(0, d, loop_unroll_factor=UNROLL):
+        for k in tl.range(0, d, num_stages=STAGES, loop_unroll_factor=UNROLL):
             xk = tl.load(x_ptr + rn * sxn + k * sxd, mask=rn < n, other=0.0).to(tl.float32)  # (BN,)
             yk = tl.load(y_ptr + rm * syn + k * syd, mask=rm < m, other=0.0).to(tl.float32)  # (BM,)
             v = yk[None, :] - xk[:, None]  # (BN, BM)
@@ -64,7 +64,7 @@ if triton is not None:
     @triton.jit
     def _weighted_max_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb,
                              sos, soa, sok, FLIP: tl.constexpr, BA: tl.constexpr, BK: tl.constexpr,
-                             UNROLL: tl.constexpr):
+                             UNROLL: tl.constexpr, STAGES: tl.constexpr):
         ra = tl.program_id(0) * BA + tl.arange(0, BA)  # (BA,)
         rk = tl.program_id(1) * BK + tl.arange(0, BK)  # (BK,)
         split = tl.program_id(2)  # this program sums b in [split * b_per, (split + 1) * b_per)
@@ -72,7 +72,7 @@ if triton is not None:
         q = tl.load(q_ptr + ra[:, None] * sqa + rk[None, :] * sqk, mask=mask, other=0.0).to(tl.float32)
         acc = tl.zeros((BA, BK), dtype=tl.float32)
         lo = split * b_per
-        for b in tl.range(lo, tl.minimum(lo + b_per, nb), loop_unroll_factor=UNROLL):
+        for b in tl.range(lo, tl.minimum(lo + b_per, nb), num_stages=STAGES, loop_unroll_factor=UNROLL):
             w = tl.load(w_ptr + ra * swa + b * swb, mask=ra < na, other=0.0).to(tl.float32)  # (BA,)
             p = tl.load(p_ptr + b * spb + rk * spk, mask=rk < d, other=0.0).to(tl.float32)  # (BK,)
             if FLIP:
@@ -91,9 +91,11 @@ def interpreting() -> bool:
 
 
 def meta(config: tuple[int, int, int, int, int], names: tuple[str, str]) -> dict[str, int]:
-    """The launch keywords of one config: tile sizes, UNROLL, num_warps, num_stages."""
+    """The launch keywords of one config: tile sizes, UNROLL and STAGES (the walk's loop unrolling and
+    software pipelining, asked of tl.range itself), num_warps, num_stages."""
     rows, cols, warps, stages, unroll = config
-    return {names[0]: rows, names[1]: cols, "UNROLL": unroll, "num_warps": warps, "num_stages": stages}
+    return {names[0]: rows, names[1]: cols, "UNROLL": unroll, "STAGES": stages, "num_warps": warps,
+            "num_stages": stages}
 
 
 def _tuned(kernel, configs: list[tuple[int, int, int, int, int]], names: tuple[str, str], key: list[str]):
@@ -103,7 +105,7 @@ def _tuned(kernel, configs: list[tuple[int, int, int, int, int]], names: tuple[s
     tuned_configs = []
     for c in configs:
         kw = meta(c, names)
-        tuned_configs.append(triton.Config({k: kw[k] for k in (*names, "UNROLL")}, num_warps=kw["num_warps"],
+        tuned_configs.append(triton.Config({k: kw[k] for k in (*names, "UNROLL", "STAGES")}, num_warps=kw["num_warps"],
                                            num_stages=kw["num_stages"]))
     return triton.autotune(tuned_configs, key=key)(kernel), {}
 
