@@ -231,7 +231,9 @@ def merge_cuda_rows(rows: list[dict], notes: dict, t0: float, shape: list[int]) 
 def cuda_note(run: dict) -> str:
     """The Markdown note on CUDA rows measured by another run than the CPU rows."""
     return (f" CUDA rows: timed on {run['device']} at commit {run['git_commit'][:7]} ({run['triton']}), fractions of "
-            "that GPU's fp32 GEMM in the same run; the CPU rows keep their own run's provenance (this meta's top level).")
+            "that GPU's fp32 GEMM in the same run; the CPU rows keep their own run's provenance (this meta's top level). "
+            "The Triton backward spends a max and an FMA per element-pair in each of its two passes (four per "
+            "counted element-pair); each rate is the fastest of a few synchronised calls, launch overhead included.")
 
 
 def committed_table() -> tuple[pd.DataFrame, dict]:

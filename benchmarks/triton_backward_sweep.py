@@ -6,10 +6,14 @@ formulations, each over tiles, warps, pipelining stages and loop unrolling:
   max       acc += w max(p, q) (s = +1) or w min(p, q) (s = -1), then
             out = acc - q sum_b w  (or q sum_b w - acc)                      2 instructions per element-pair
 Prints one line per (formulation, pass, config): seconds and element-pairs/s, the fp32 GEMM rate of
-the same run, and each formulation's largest error against a float64 reference. Under
-TRITON_INTERPRET=1 (CPU) it checks the formulations on a small case and times nothing.
+the same run, and each formulation's largest error against a float64 reference; then orderlib's own
+backward, timed both ways. Under TRITON_INTERPRET=1 (CPU) it checks the formulations on a small
+case and times nothing. bench_penalty's CUDA rows are the reported figures; this script chose the
+CONFIGS of orderlib/kernels_triton.py. The two runs that did (H200, Triton 3.6, logs in the closing
+note of issue 14) were, before the grid became arguments:
 
-    python benchmarks/triton_backward_sweep.py [--n 1000 --m 5000 --d 1024] [--quick]
+    python benchmarks/triton_backward_sweep.py --tiles 32x64w4,64x64w4,64x128w4,64x128w8,128x64w4,128x128w8,32x128w4,64x64w2 --stages 1,3 --unroll 1,4
+    python benchmarks/triton_backward_sweep.py --forward --forms max --tiles 64x64w2,128x64w4,32x64w1,128x128w8,64x128w4,128x64w2,64x32w1 --stages 2,3,4 --unroll 2,4,8
 """
 from __future__ import annotations
 
@@ -131,8 +135,15 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--m", type=int, default=5000)
     ap.add_argument("--d", type=int, default=1024)
-    ap.add_argument("--quick", action="store_true", help="fewer configs")
+    ap.add_argument("--forms", default="subtract,max", help="backward formulations to sweep")
+    ap.add_argument("--tiles", default="64x64w2,128x64w4,32x64w1,64x32w1,32x64w4,64x64w4,64x128w4,128x128w8",
+                    help="backward tiles, rows x columns w warps")
+    ap.add_argument("--stages", default="1,3", help="pipelining stages of the walk")
+    ap.add_argument("--unroll", default="1,4,8", help="loop unrolling of the walk")
+    ap.add_argument("--forward", action="store_true", help="also sweep the forward's tiles")
     a = ap.parse_args()
+    ints = lambda text: [int(v) for v in text.split(",")]  # noqa: E731
+    tiles = [tuple(int(v) for v in t.replace("w", "x").split("x")) for t in a.tiles.split(",")]
     interp = os.environ.get("TRITON_INTERPRET") == "1"
     dev = "cpu" if interp else "cuda"
     gen = torch.Generator().manual_seed(0)
@@ -149,19 +160,16 @@ def main() -> None:
     check(xs.contiguous(), ys.contiguous(), gs.contiguous(), [(64, 64, 4, 2, 1, 2), (64, 128, 8, 3, 4, 1)])
     ref = ((y[None, :300, :] - x[:200, None, :]).clamp(min=0) ** 2).sum(-1)
     print("forward largest error:", (forward(x[:200], y[:300], 64, 64, 2, 3, 4) - ref).abs().max().item())
-    for (bn, bm, warps), stages, unroll in itertools.product(
-            [(64, 64, 4), (128, 64, 4), (64, 64, 2), (128, 128, 8), (128, 64, 2), (64, 128, 4)], (3,), (1, 4, 8)):
+    fwd_tiles = [(64, 64, 4), (128, 64, 4), (64, 64, 2), (128, 128, 8), (128, 64, 2), (64, 128, 4)]
+    for (bn, bm, warps), stages, unroll in itertools.product(fwd_tiles if a.forward else [], (3,), (1, 4, 8)):
         s = seconds(lambda: forward(x, y, bn, bm, warps, stages, unroll))
         rate = a.n * a.m * a.d / s
         print(f"forward {bn:3d}x{bm:3d} w{warps} s{stages} u{unroll}: {s * 1e3:7.3f} ms {rate / 1e12:6.2f} T/s "
               f"({rate / gemm:5.1%} of GEMM)", flush=True)
-    tiles = [(64, 64, 2), (128, 64, 4), (32, 64, 1), (128, 128, 8), (64, 128, 4), (128, 64, 2), (64, 32, 1)]
-    forms = (True,)
-    if a.quick:
-        tiles = tiles[:4]
+    forms = [f == "max" for f in a.forms.split(",")]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     best = {}
-    for use_max, (ba, bk, warps), stages, unroll in itertools.product(forms, tiles, (2, 3, 4), (2, 4, 8)):
+    for use_max, (ba, bk, warps), stages, unroll in itertools.product(forms, tiles, ints(a.stages), ints(a.unroll)):
         for name, (q, p, w, flip) in zip(("dx", "dy"), passes(x, y, g)):
             tiles_n = triton.cdiv(q.shape[0], ba) * triton.cdiv(a.d, bk)
             split = max(1, min(8, triton.cdiv(8 * sms, tiles_n), p.shape[0] // 32))
@@ -184,6 +192,23 @@ def main() -> None:
             both = 1 / (1 / best[(form, "dx")][0] + 1 / best[(form, "dy")][0])  # the two passes in turn
             print(f"BEST {form}: dx {best[(form, 'dx')]} dy {best[(form, 'dy')]} -> backward {both / 1e12:.2f} T/s, "
                   f"{both / gemm:.1%} of fp32 GEMM", flush=True)
+    library(x, y, g, gemm, a.n * a.m * a.d)
+
+
+def library(x, y, g, gemm: float, pairs: int) -> None:
+    """orderlib's backward (autotuned), timed as the sweep times (CUDA events over many calls) and as
+    bench_penalty does (fastest of a few synchronised calls): the gap is the launches' overhead."""
+    from penalty import best_seconds  # benchmarks/penalty.py
+
+    from orderlib import kernels_triton
+    from orderlib.penalties import order_violation_matrix
+
+    xg, yg = x.clone().requires_grad_(), y.clone().requires_grad_()
+    e = order_violation_matrix(xg, yg, backend="fused")
+    step = lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True)  # noqa: E731
+    for how, s in (("CUDA events", seconds(step)), ("synchronised calls", best_seconds(step, 5, True))):
+        print(f"orderlib backward, {how}: {s * 1e3:.3f} ms {pairs / s / 1e12:.2f} T/s ({pairs / s / gemm:.1%} of GEMM)")
+    print("tiles:", kernels_triton.tuned())
 
 
 if __name__ == "__main__":
