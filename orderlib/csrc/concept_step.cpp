@@ -234,8 +234,9 @@ void gather(std::vector<Table<T>>& tables, const int64_t* last, const std::vecto
     tb.grad.assign(n_rows * dim, T(0));
   }
   SkippedFactor factor(a, t);
-  constexpr int64_t kAhead = 8;  // rows: the tables dwarf the caches, so the gather waits on memory
+  constexpr int64_t kAhead = 16;  // rows: the tables dwarf the caches, so the gather waits on memory
   for (int64_t i = 0; i < n_rows; ++i) {
+    if (i + 2 * kAhead < n_rows) __builtin_prefetch(last + rows[i + 2 * kAhead]);
     if (i + kAhead < n_rows) {
       const int64_t ahead = rows[i + kAhead];
       for (const auto& tb : tables) {
