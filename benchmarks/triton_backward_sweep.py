@@ -26,6 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
+from orderlib import kernels_triton as K
+
 
 @triton.jit
 def _pass_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb, sos, soa, sok,
@@ -64,29 +66,9 @@ def _pass_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, 
     tl.store(out_ptr + split * sos + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
 
 
-@triton.jit
-def _forward_kernel(x_ptr, y_ptr, e_ptr, n, m, d, sxn, sxd, syn, syd, sen, sem,
-                    BN: tl.constexpr, BM: tl.constexpr, UNROLL: tl.constexpr, STAGES: tl.constexpr):
-    rn = tl.program_id(0) * BN + tl.arange(0, BN)  # (BN,)
-    rm = tl.program_id(1) * BM + tl.arange(0, BM)  # (BM,)
-    acc = tl.zeros((BN, BM), dtype=tl.float32)
-    for k in tl.range(0, d, num_stages=STAGES, loop_unroll_factor=UNROLL):
-        xk = tl.load(x_ptr + rn * sxn + k * sxd, mask=rn < n, other=0.0)  # (BN,)
-        yk = tl.load(y_ptr + rm * syn + k * syd, mask=rm < m, other=0.0)  # (BM,)
-        v = yk[None, :] - xk[:, None]  # (BN, BM)
-        t = tl.where(v < 0.0, 0.0, v)
-        acc += t * t
-    tl.store(e_ptr + rn[:, None] * sen + rm[None, :] * sem, acc, mask=(rn[:, None] < n) & (rm[None, :] < m))
-
-
 def forward(x, y, bn, bm, warps, stages, unroll):
-    n, m, d = x.shape[0], y.shape[0], x.shape[1]
-    e = torch.empty((n, m), dtype=torch.float32, device=x.device)
-    xt, yt = x.t().contiguous(), y.t().contiguous()
-    _forward_kernel[(triton.cdiv(n, bn), triton.cdiv(m, bm))](
-        xt, yt, e, n, m, d, xt.stride(1), xt.stride(0), yt.stride(1), yt.stride(0), *e.stride(),
-        BN=bn, BM=bm, UNROLL=unroll, STAGES=stages, num_warps=warps, num_stages=stages)
-    return e
+    """orderlib's forward kernel with one fixed config (tile, warps, stages, unrolling)."""
+    return K.forward(x, y, K._forward_kernel, **K.meta((bn, bm, warps, stages, unroll), ("BN", "BM")))
 
 
 def one_pass(q, p, w, flip: bool, use_max: bool, ba: int, bk: int, warps: int, stages: int, unroll: int,
@@ -200,7 +182,6 @@ def library(x, y, g, gemm: float, pairs: int) -> None:
     bench_penalty does (fastest of a few synchronised calls): the gap is the launches' overhead."""
     from penalty import best_seconds  # benchmarks/penalty.py
 
-    from orderlib import kernels_triton
     from orderlib.penalties import order_violation_matrix
 
     xg, yg = x.clone().requires_grad_(), y.clone().requires_grad_()
@@ -208,7 +189,7 @@ def library(x, y, g, gemm: float, pairs: int) -> None:
     step = lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True)  # noqa: E731
     for how, s in (("CUDA events", seconds(step)), ("synchronised calls", best_seconds(step, 5, True))):
         print(f"orderlib backward, {how}: {s * 1e3:.3f} ms {pairs / s / 1e12:.2f} T/s ({pairs / s / gemm:.1%} of GEMM)")
-    print("tiles:", kernels_triton.tuned())
+    print("tiles:", K.tuned())
 
 
 if __name__ == "__main__":
