@@ -67,6 +67,13 @@ def positive_int(name, value):
     return value
 
 
+def workers(name, value):
+    """"auto" or a positive int: processes that train a notebook's independent rows (training.workers)."""
+    if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name}={value!r} must be 'auto' or a positive integer")
+    return value
+
+
 def boolean(name, value):
     if not isinstance(value, bool):
         raise ValueError(f"{name}={value!r} must be True or False")

@@ -64,8 +64,9 @@ def training_provenance(models: dict[str, dict], commit: str) -> dict:
             "trained_at_other_commit": others, "note": note, "models": models}
 
 
-def device_description(device) -> str:
-    """Describe the device a run used: CPU model and threads, or the CUDA device name."""
+def device_description(device, workers: int = 1) -> str:
+    """Describe the device a run used: CPU model and threads (or `workers` one-thread processes,
+    training.workers), or the CUDA device name."""
     import torch
 
     device = torch.device(device)
@@ -79,6 +80,8 @@ def device_description(device) -> str:
                 break
     except OSError:
         pass
+    if workers > 1:
+        return f"cpu:{cpu} ({workers} processes x 1 thread)"
     return f"cpu:{cpu} ({torch.get_num_threads()} threads)"
 
 

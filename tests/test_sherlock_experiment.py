@@ -147,3 +147,27 @@ def test_sem_rows_seed_seeds_the_model_not_the_data(tmp_path):
     assert runs[0]["fit"].resumed and not runs[1]["fit"].resumed  # seed 0 reloaded, seed 1 its own file
     assert sorted(p.name for p in tmp_path.glob("*.pt")) == [
         "structured_order_embedding__sem_a__810.pt", "structured_order_embedding__sem_a__810_seed1.pt"]
+
+
+def test_sem_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path):
+    """Sherlock's SEM rows side by side in two one-thread processes: the distances this process gets
+    training them on one thread, counted as trained in this run."""
+    from orderlib.encoders.cnn import ItemCNN
+
+    cfg = dict(seed=0, train_images=200, test_per_fact=1, dev_per_fact=1, sem=dict(epochs=1, hidden=8, batch=32),
+               order=dict(margin=0.05))
+    t = fake_task(cfg, word_dim=4)
+    data = exp.FactData(t, {s: getattr(t, s).render() for s in ("train", "dev", "test")}, {})
+    cnn = ItemCNN(10, 4, in_channels=3)
+    rows = ["SEM-A", "SEM-B", "structured order-embedding (SEM-A)"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        here = exp.train_sem_rows(cfg, data, cnn, tmp_path / "here", progress=False, rows=rows)
+    finally:
+        torch.set_num_threads(threads)
+    pooled = exp.train_sem_rows(cfg, data, cnn, tmp_path / "pooled", progress=False, rows=rows, workers=2)
+    assert list(pooled) == rows
+    for m in rows:
+        assert torch.equal(here[m]["dist"], pooled[m]["dist"]), m
+        assert not pooled[m]["fit"].resumed and pooled[m]["fit"].seconds > 0, m

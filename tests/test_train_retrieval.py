@@ -96,6 +96,37 @@ def test_table2_runner_on_a_precomp_fixture(tmp_path):
         X.train_rows(data, cfg, "cpu", tmp_path / "ckpt", rows=["order-embedings"], progress=False)
 
 
+def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path):
+    """Two one-thread worker processes train the rows into their checkpoints; the loaded models are
+    those this process trains on one thread, and they count as trained in this run, not resumed."""
+    from orderlib.experiments import oe_retrieval as X
+
+    folder = tmp_path / "precomp"
+    folder.mkdir()
+    for split, n, seed in (("train", 200, 0), ("dev", 100, 1), ("test", 1000, 2)):
+        feats, caps = _toy_split(n, seed)
+        (folder / f"{split}_caps.txt").write_text("\n".join(" ".join(c) for c in caps) + "\n")
+        np.save(folder / f"{split}_ims.npy", np.repeat(feats.numpy(), 5, 0))
+    data = {"10crop": X.precomp_retrieval_data(folder, "10crop", min_count=1)}
+    cfg = {**X.PRESETS["small"], "word_dim": 4, "dim": 8, "epochs": 2, "batch": 100,
+           "rows": ["order-embeddings", "order-embeddings (symm.)", "InfoNCE (order)"]}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        here = X.train_rows(data, cfg, "cpu", tmp_path / "here", progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    pooled = X.train_rows(data, cfg, "cpu", tmp_path / "pooled", progress=False, workers=2)
+    assert list(pooled.results) == cfg["rows"]
+    for m in cfg["rows"]:
+        assert not pooled.results[m].resumed and pooled.results[m].seconds > 0
+        assert [h["dev_score"] for h in pooled.results[m].history] == [h["dev_score"] for h in here.results[m].history]
+        a, b = here.results[m].model.state_dict(), pooled.results[m].model.state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a), m
+    assert all(r.resumed for r in X.train_rows(data, cfg, "cpu", tmp_path / "pooled", progress=False,
+                                               workers=2).results.values())
+
+
 def test_a_diverged_run_stops_with_a_clear_message(toy, tmp_path):
     """NaN features make NaN embeddings and a NaN loss: the trainer stops and names the model
     instead of reporting a table (issue 16)."""

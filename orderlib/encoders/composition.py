@@ -19,11 +19,12 @@ import torch.nn.functional as F
 
 
 class Composer(nn.Module):
-    """Base: a trainable word table (A + O, d) initialised from `vectors`."""
+    """Base: a trainable word table (A + O, d) initialised from a copy of `vectors` (training it
+    leaves the caller's array, which the next row starts from, as it was)."""
 
     def __init__(self, vectors: np.ndarray, n_attrs: int):
         super().__init__()
-        self.words = nn.Embedding.from_pretrained(torch.as_tensor(vectors, dtype=torch.float32), freeze=False)
+        self.words = nn.Embedding.from_pretrained(torch.tensor(vectors, dtype=torch.float32), freeze=False)
         self.n_attrs = n_attrs
         self.dim = self.words.embedding_dim
 

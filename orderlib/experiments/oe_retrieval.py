@@ -25,13 +25,14 @@ from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, mak
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
 from orderlib.eval.retrieval import TIE_COLUMNS, TIES, evaluate_retrieval, rank_metrics, retrieval_ranks, tie_columns
-from orderlib.params import ParameterError, device, existing, one_of, positive_int, subset_of, validate
+from orderlib.params import ParameterError, device, existing, one_of, positive_int, subset_of, validate, workers
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
 from orderlib.precision import MODES
 from orderlib.reports import model_record
 from orderlib.training.retrieval import (CaptionedImages, RetrievalConfig, RetrievalData, embed, prepare,
                                       train_retrieval_model)
+from orderlib.training.workers import run_in_workers
 
 # Table 2 of Vendrov et al. (COCO, VGG-19 features): (method, metric) -> value. No R@5 is printed.
 _MEASURES = ("R@1", "R@10", "med r", "mean r")
@@ -74,7 +75,8 @@ def check_parameters(**params) -> dict:
     """Validate the Table 2 / Section 4.6 / Figure 4 notebook parameters before any work (see
     orderlib.params): presets, data, rows, and a precomp folder's files and test size."""
     spec = {"PRESET": one_of(PRESETS), "MATMUL": one_of(MODES), "DATA": one_of(["scenes", "precomp"]), "DATA_DIR": existing("dir"),
-            "DEVICE": device, "ROWS": subset_of(ROWS, allow_none=True), "PAIRS": positive_int}
+            "DEVICE": device, "ROWS": subset_of(ROWS, allow_none=True), "PAIRS": positive_int,
+            "WORKERS": workers}
     out = validate(spec, **params)
     if out.get("DATA") == "precomp":
         if not out.get("DATA_DIR"):
@@ -175,21 +177,38 @@ class TrainedRows:
 
 
 def train_rows(data: dict[str, RetrievalData], cfg: dict, device, workdir: Path, rows=None,
-               progress: bool = True, distributed: bool = False) -> TrainedRows:
+               progress: bool = True, distributed: bool = False, workers: int = 1) -> TrainedRows:
     """Train (or load from finished checkpoints) every row in `rows` (default: the preset's); with
-    `distributed`, on every rank of a torchrun process group (orderlib.tools.train_parallel)."""
+    `distributed`, on every rank of a torchrun process group (orderlib.tools.train_parallel); with
+    `workers` > 1, the rows side by side in that many one-thread processes (training.workers)."""
     out = TrainedRows(data=data)
-    unknown = set(cfg["rows"] if rows is None else rows) - set(ROWS)
+    rows = list(cfg["rows"] if rows is None else rows)
+    unknown = set(rows) - set(ROWS)
     if unknown:
         raise ValueError(f"unknown rows {sorted(unknown)}; known: {list(ROWS)}")
-    for method in cfg["rows"] if rows is None else rows:
-        crop = ROWS[method][1]
-        if crop not in data:
-            continue  # e.g. no 1-crop features in a precomp folder
-        name = method.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "p")
-        out.results[method] = train_retrieval_model(data[crop], row_config(method, cfg), device,
-                                                    Path(workdir) / f"{name}.pt", progress, method, distributed)
+    rows = [m for m in rows if ROWS[m][1] in data]  # e.g. no 1-crop features in a precomp folder
+    here = {}
+    if workers > 1 and len(rows) > 1 and not distributed:
+        here = run_in_workers(_train_row_job, {m: dict(data={ROWS[m][1]: data[ROWS[m][1]]}, cfg=cfg, device=str(device),
+                                                       workdir=Path(workdir), method=m) for m in rows},
+                              workers, progress=progress, desc="Table 2 rows")
+    for method in rows:
+        out.results[method] = train_retrieval_model(data[ROWS[method][1]], row_config(method, cfg), device,
+                                                    Path(workdir) / f"{row_file(method)}.pt", progress, method,
+                                                    distributed)
+        if method in here:  # trained by a worker in this run: loaded here, not resumed
+            out.results[method].resumed = here[method]["resumed"]
     return out
+
+
+def row_file(method: str) -> str:
+    """The checkpoint name of a row ("VSE++ max of hinges (order)" -> "VSE++_max_of_hinges_order")."""
+    return method.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "p")
+
+
+def _train_row_job(data: dict[str, RetrievalData], cfg: dict, device: str, workdir: Path, method: str) -> dict:
+    """A worker's job: train one row into its checkpoint; return whether it resumed one."""
+    return {"resumed": train_rows(data, cfg, device, workdir, [method], progress=False).results[method].resumed}
 
 
 def test_sizes(n_test: int) -> dict[str, int]:

@@ -19,8 +19,9 @@ from orderlib.data.facts import (RELATIONS, VERSION, Fact, all_facts, generalisa
                                  make_fact_images)
 from orderlib.data.fashion_mnist import load_fashion_mnist
 from orderlib.eval.facts import fact_map, fact_topk  # noqa: F401 (fact_topk re-exported for the notebook)
-from orderlib.params import device, existing, one_of
+from orderlib.params import device, existing, one_of, workers
 from orderlib.reports import model_record
+from orderlib.training.workers import run_in_workers
 
 # One visible place for the settings. "base": the preset of notebook 08 (Utama) whose pre-trained
 # CNN and skip-gram word vectors are reused, and of notebook 03 whose caption models are reused.
@@ -34,7 +35,7 @@ PRESETS = {
                   cca_dim=16, eszsl_gamma=1.0, eszsl_lambda=1.0, caption_epochs=2, scale_objects=(3,),
                   scale_epochs=1),
 }
-PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "WORD_VECTORS": existing("file")}
+PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "WORD_VECTORS": existing("file"), "WORKERS": workers}
 
 # Sherlock's Table 4, large-scale row: K1 / K5 / K10 (%) and mAP100 (%).
 PAPER_TABLE4 = {
@@ -283,10 +284,11 @@ def _slug(method: str) -> str:
 
 
 def train_sem_rows(cfg: dict, data: FactData, cnn, workdir, device="cpu", progress: bool = True,
-                   rows=None, epochs: int | None = None, seed: int | None = None) -> dict[str, dict]:
+                   rows=None, epochs: int | None = None, seed: int | None = None, workers: int = 1) -> dict[str, dict]:
     """Train every SEM row (epochs chosen on the dev images' fact -> image mAP); return method ->
     {"dist": (test images, facts), "fit": FitResult}. `seed` (default cfg["seed"]) seeds the
-    models' initialisation and batch order only: the data are `data`'s whatever the seed."""
+    models' initialisation and batch order only: the data are `data`'s whatever the seed. With
+    `workers` > 1, the rows train side by side in that many one-thread processes (training.workers)."""
     from orderlib.checkpoint import fingerprint
     from orderlib.training.sherlock import SEMConfig, distances, train_sem
 
@@ -295,7 +297,13 @@ def train_sem_rows(cfg: dict, data: FactData, cnn, workdir, device="cpu", progre
     key = fingerprint(task.train.fingerprint(), task.language)
     seed = cfg["seed"] if seed is None else seed
     suffix = "" if seed == cfg["seed"] else f"_seed{seed}"
-    for method in rows or SEM_ROWS:
+    rows = list(rows or SEM_ROWS)
+    here = {}
+    if workers > 1 and len(rows) > 1:
+        here = run_in_workers(_train_row_job, {m: dict(kind="sem", cfg=cfg, data=data, cnn=cnn, workdir=workdir,
+                                                       device=str(device), method=m, epochs=epochs, seed=seed)
+                                               for m in rows}, workers, progress=progress, desc="SEM rows")
+    for method in rows:
         fields = {**cfg["sem"], **SEM_ROWS[method], "seed": seed}
         if fields.get("objective") == "order":
             fields.update(cfg["order"])
@@ -311,9 +319,21 @@ def train_sem_rows(cfg: dict, data: FactData, cnn, workdir, device="cpu", progre
                                   task.orders[task.train.fact], dev_map, "dev mAP",
                                   workdir / f"{_slug(method)}_{len(task.facts)}{suffix}.pt", progress, device, key,
                                   fact=task.train.fact, implied=implied)
+        if method in here:  # trained by a worker in this run: loaded here, not resumed
+            fitted.resumed = here[method]["resumed"]
         out[method] = {"dist": distances(model, data.images["test"], task.language, task.orders, scfg.average),
                        "fit": fitted, "model": model}
     return out
+
+
+def _train_row_job(kind: str, method: str, **kw) -> dict:
+    """A worker's job: train one SEM row ("sem") or one retrained caption row ("retrained") into its
+    checkpoint; return whether it resumed one."""
+    if kind == "sem":
+        r = train_sem_rows(rows=[method], progress=False, **kw)[method]
+    else:
+        r = caption_retrained_rows(rows=[method], progress=False, **kw)[f"{method}, retrained on facts"]
+    return {"resumed": r["fit"].resumed}
 
 
 def closed_form_rows(cfg: dict, data: FactData) -> dict[str, dict]:
@@ -351,9 +371,11 @@ def caption_trained_rows(cfg: dict, data: FactData, workdir, device="cpu", progr
                                       "fit": trained.results[m], "unknown words": unknown} for m in CAPTION_METHODS}
 
 
-def caption_retrained_rows(cfg: dict, data: FactData, workdir, device="cpu", progress: bool = True) -> dict[str, dict]:
+def caption_retrained_rows(cfg: dict, data: FactData, workdir, device="cpu", progress: bool = True,
+                           rows=CAPTION_METHODS, workers: int = 1) -> dict[str, dict]:
     """The same caption models retrained on (fact image, fact phrase) pairs ("sandal left of bag"),
-    on the frozen features the closed-form baselines use; epochs chosen on the dev images."""
+    on the frozen features the closed-form baselines use; epochs chosen on the dev images. With
+    `workers` > 1, the rows train side by side in one-thread processes (training.workers)."""
     from dataclasses import replace
 
     from orderlib.data.scenes import caption_tokenize
@@ -366,10 +388,16 @@ def caption_retrained_rows(cfg: dict, data: FactData, workdir, device="cpu", pro
                       [phrases[f] for f in getattr(task, s).fact for _ in range(CAPTIONS_PER_IMAGE)])
                   for s in ("train", "dev", "test")})
     ocfg = oe.PRESETS[cfg["base"]]
-    out = {}
-    for m in CAPTION_METHODS:
+    rows, out, here = list(rows), {}, {}
+    if workers > 1 and len(rows) > 1:
+        here = run_in_workers(_train_row_job, {m: dict(kind="retrained", cfg=cfg, data=data, workdir=workdir,
+                                                       device=str(device), method=m) for m in rows},
+                              workers, progress=progress, desc="retrained caption rows")
+    for m in rows:
         rcfg = replace(oe.row_config(m, ocfg), epochs=cfg["caption_epochs"], seed=cfg["seed"])
         res = train_retrieval_model(rd, rcfg, device, workdir / f"retrained_{_slug(m)}_{len(task.facts)}.pt", progress, m)
+        if m in here:  # trained by a worker in this run: loaded here, not resumed
+            res.resumed = here[m]["resumed"]
         out[f"{m}, retrained on facts"] = {"dist": phrase_distances(res.model, data.features["test"], task.facts, rd.vocab),
                                            "fit": res}
     return out
@@ -469,7 +497,7 @@ def data_fingerprint(task: FactTask) -> str:
 
 
 def scale_curve(cfg: dict, results: dict, task: FactTask, words: dict, cnn, workdir, device="cpu",
-                progress: bool = True, methods=("SEM-A", "SEM-B", "MV CCA", "ESZSL")) -> pd.DataFrame:
+                progress: bool = True, methods=("SEM-A", "SEM-B", "MV CCA", "ESZSL"), workers: int = 1) -> pd.DataFrame:
     """Figure 4: K1 of `methods` on the full stand-in (from `results`) and on the stand-ins of the
     first k objects for k in cfg["scale_objects"] (training images in proportion to the facts;
     SEM rows retrained for cfg["scale_epochs"], closed-form baselines refitted)."""
@@ -478,7 +506,8 @@ def scale_curve(cfg: dict, results: dict, task: FactTask, words: dict, cnn, work
         sub_cfg = {**cfg, "train_images": int(round(cfg["train_images"] * len(facts_of(k)) / len(task.facts)))}
         sub = fact_data(sub_cfg, words, cnn, objects=k)
         sub_results = train_sem_rows(sub_cfg, sub, cnn, workdir, device, progress,
-                                     rows=[m for m in methods if m in SEM_ROWS], epochs=cfg["scale_epochs"])
+                                     rows=[m for m in methods if m in SEM_ROWS], epochs=cfg["scale_epochs"],
+                                     workers=workers)
         sub_results.update({m: r for m, r in closed_form_rows(sub_cfg, sub).items() if m in methods})
         points += scale_point(sub_results, sub.task)
     return pd.DataFrame(points)

@@ -1,0 +1,59 @@
+"""A table's independent rows trained side by side: one spawned process per worker, one thread each.
+
+The steps of Tables 2's caption-image models, Utama's recognisers and Sherlock's SEMs use a second
+thread poorly: two processes on one core each train more per second than one process on two
+(benchmarks/lanes.py, report `bench_lanes`). Each job here trains rows into their checkpoints
+with the experiment's own `train_rows`, in a worker on one thread; the caller then loads the
+finished checkpoints, as after an interrupted run. A row's numbers are therefore those of that row
+trained alone on one thread, whichever worker ran it, in whatever order, and beside whatever else.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from typing import Any, Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from orderlib import threadshare
+from orderlib.params import workers
+
+
+def resolve_workers(value, device="cpu") -> int:
+    """Return the worker count for `value`: "auto" is this process's thread share (torch's
+    intra-op threads: the cores, or what `make reproduce --lanes` gave this notebook) on the CPU,
+    1 on CUDA (the rows would share one device); an int is taken as it is."""
+    if value == "auto":
+        return 1 if torch.device(device).type == "cuda" else max(1, torch.get_num_threads())
+    return workers("WORKERS", value)
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+    os.environ.pop(threadshare.ENV, None)  # one thread from start to end, whatever the notebook's share
+
+
+def run_in_workers(fn: Callable[..., Any], jobs: dict[str, dict], n_workers: int, costs: dict[str, float] | None = None,
+                   progress: bool = True, desc: str = "rows") -> dict[str, Any]:
+    """Call fn(**jobs[name]) for every job in `n_workers` spawned processes of one thread each, the
+    costliest first (`costs`, default: as listed); return name -> fn's return value. `fn` must be
+    importable (a module-level function) and its arguments picklable."""
+    costs = costs or {}
+    order = sorted(jobs, key=lambda n: -costs.get(n, 0.0))  # stable: ties keep the listed order
+    out: dict[str, Any] = {}
+    bar = tqdm(total=len(jobs), desc=f"{desc} ({n_workers} processes)", disable=not progress)
+    pool = ProcessPoolExecutor(max(1, min(n_workers, len(jobs))), mp_context=get_context("spawn"),
+                               initializer=_init_worker)
+    try:
+        futures = {pool.submit(fn, **jobs[n]): n for n in order}
+        for f in as_completed(futures):
+            out[futures[f]] = f.result()  # a row's error stops the others and is raised here
+            bar.update()
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    bar.close()
+    return {n: out[n] for n in jobs}
