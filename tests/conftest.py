@@ -1,7 +1,9 @@
+import contextlib
 import os
 
 import numpy as np
 import pytest
+import torch
 
 from orderlib.data.wordnet import wordnet_dir
 from orderlib.training import loop
@@ -66,3 +68,20 @@ def interrupt_then_resume(tmp_path, monkeypatch):
         return train(ckpt), ckpt
 
     return run
+
+
+@contextlib.contextmanager
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def one_thread():
+    """A context manager: torch on one intra-op thread inside it, the previous count after (rows
+    trained here on one thread, to compare with rows trained by one-thread workers)."""
+    return _one_thread

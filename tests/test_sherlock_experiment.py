@@ -149,7 +149,7 @@ def test_sem_rows_seed_seeds_the_model_not_the_data(tmp_path):
         "structured_order_embedding__sem_a__810.pt", "structured_order_embedding__sem_a__810_seed1.pt"]
 
 
-def test_sem_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path):
+def test_sem_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path, one_thread):
     """Sherlock's SEM rows side by side in two one-thread processes: the distances this process gets
     training them on one thread, counted as trained in this run."""
     from orderlib.encoders.cnn import ItemCNN
@@ -160,12 +160,8 @@ def test_sem_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_p
     data = exp.FactData(t, {s: getattr(t, s).render() for s in ("train", "dev", "test")}, {})
     cnn = ItemCNN(10, 4, in_channels=3)
     rows = ["SEM-A", "SEM-B", "structured order-embedding (SEM-A)"]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         here = exp.train_sem_rows(cfg, data, cnn, tmp_path / "here", progress=False, rows=rows)
-    finally:
-        torch.set_num_threads(threads)
     pooled = exp.train_sem_rows(cfg, data, cnn, tmp_path / "pooled", progress=False, rows=rows, workers=2)
     assert list(pooled) == rows
     for m in rows:

@@ -96,7 +96,7 @@ def test_table2_runner_on_a_precomp_fixture(tmp_path):
         X.train_rows(data, cfg, "cpu", tmp_path / "ckpt", rows=["order-embedings"], progress=False)
 
 
-def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path):
+def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path, one_thread):
     """Two one-thread worker processes train the rows into their checkpoints; the loaded models are
     those this process trains on one thread, and they count as trained in this run, not resumed."""
     from orderlib.experiments import oe_retrieval as X
@@ -110,12 +110,8 @@ def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path)
     data = {"10crop": X.precomp_retrieval_data(folder, "10crop", min_count=1)}
     cfg = {**X.PRESETS["small"], "word_dim": 4, "dim": 8, "epochs": 2, "batch": 100,
            "rows": ["order-embeddings", "order-embeddings (symm.)", "InfoNCE (order)"]}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         here = X.train_rows(data, cfg, "cpu", tmp_path / "here", progress=False)
-    finally:
-        torch.set_num_threads(threads)
     pooled = X.train_rows(data, cfg, "cpu", tmp_path / "pooled", progress=False, workers=2)
     assert list(pooled.results) == cfg["rows"]
     for m in cfg["rows"]:

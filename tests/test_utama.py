@@ -59,7 +59,7 @@ def test_mit_states_path_runs_table1_and_table3(tmp_path):
     assert isinstance(df3, pd.DataFrame) and (df3.method == exp.MAIN).all()
 
 
-def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path):
+def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path, one_thread):
     """Utama's rows side by side in two one-thread processes: the models this process would train on
     one thread, counted as trained in this run."""
     words = _mit_states(tmp_path)
@@ -67,12 +67,8 @@ def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path)
     task, vectors = exp.mit_states_task(cfg, tmp_path, tmp_path / "features.npz", tmp_path)
     rows = ("visual product", exp.MAIN, "order-embeddings, RNN (LSTM)")
     before = vectors.copy()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         here = exp.train_rows(cfg, task, vectors, tmp_path / "here", progress=False, rows=rows)
-    finally:
-        torch.set_num_threads(threads)
     assert np.array_equal(vectors, before)  # each row trains its own copy of the word vectors
     pooled = exp.train_rows(cfg, task, vectors, tmp_path / "pooled", progress=False, rows=rows, workers=2)
     assert list(pooled) == list(rows)

@@ -30,7 +30,7 @@ from orderlib.checkpoint import fingerprint, load_checkpoint
 from orderlib.data.hypernymy import HypernymyData, authors_split, make_splits, transitive_closure_predict
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph
 from orderlib.encoders.hyperbolic import init_from_poincare
-from orderlib.params import boolean, device, one_of, subset_of
+from orderlib.params import boolean, device, one_of, subset_of, workers
 from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
 
@@ -163,13 +163,8 @@ PRESETS = {
 
 # Notebook parameters and their valid values (orderlib.params.validate).
 PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "PROTOCOLS": subset_of(["paper", "clean"]),
-              "SPLIT": one_of(["ours", "authors", "both"]), "WORKERS": lambda name, value: _check_workers(value),
+              "SPLIT": one_of(["ours", "authors", "both"]), "WORKERS": workers,
               "PROGRESS": boolean}
-
-
-def _check_workers(value) -> None:
-    if value != "auto" and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-        raise ValueError(f"WORKERS must be 'auto' or a positive int, got {value!r}")
 
 
 def resolve_device(value: str = "auto") -> torch.device:
