@@ -58,6 +58,7 @@ bench: bench-penalty
 	$(PY) benchmarks/hypernymy_optimizer.py
 	$(PY) benchmarks/word2gauss_loop.py
 	$(PY) benchmarks/concept_step.py
+	$(PY) benchmarks/huge_pages.py
 	$(PY) benchmarks/gru_step.py
 	$(PY) benchmarks/lanes.py
 

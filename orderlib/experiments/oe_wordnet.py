@@ -33,6 +33,7 @@ from orderlib.encoders.hyperbolic import init_from_poincare
 from orderlib.params import boolean, device, one_of, subset_of, workers
 from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
+from orderlib.training.workers import huge_pages_for_children
 
 PAPER_TABLE1 = {  # Table 1 of Vendrov et al. (2016), test accuracy (%) on 4000 withheld edges
     "transitive closure": 88.2,
@@ -288,9 +289,9 @@ def run_jobs(jobs: list[dict], workers: int, progress: bool = True) -> list[dict
             bar.update()
     else:
         threads = max(1, (os.cpu_count() or 1) // workers)
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                                 initargs=(dict(_DATA),)) as pool:
-            futures = {pool.submit(run_job, {**jobs[i], "threads": threads}): i for i in order}
+        with huge_pages_for_children(), ProcessPoolExecutor(
+                workers, mp_context=get_context("spawn"), initializer=_init_worker, initargs=(dict(_DATA),)) as pool:
+            futures = {pool.submit(run_job, {**jobs[i], "threads": threads}): i for i in order}  # workers start here
             for f in as_completed(futures):
                 out[futures[f]] = f.result()
                 bar.update()

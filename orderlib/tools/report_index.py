@@ -34,6 +34,8 @@ REPORTS = {
                             "benchmarks/doe_gamma.py", [], "real WordNet 3.1, full scale"),
     "bench_concept_step": ("Vendrov et al. 2016", "Table 1's compiled training step for table models (benchmark)",
                            "benchmarks/concept_step.py", [], "real WordNet 3.1, full scale"),
+    "bench_huge_pages": ("Vendrov et al. 2016", "Table 1's table rows on 4 KB pages vs 2 MB huge pages (benchmark)",
+                         "benchmarks/huge_pages.py", [], "real WordNet 3.1, full scale"),
     "bench_gru_step": ("Vendrov et al. 2016", "Tables 2 and 3's GRU training step: implementation and matrix-product "
                        "precision (benchmark)", "benchmarks/gru_step.py", [],
                        "real SNLI 1.0 and Fashion-MNIST Scenes captions"),

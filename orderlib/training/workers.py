@@ -10,6 +10,7 @@ trained alone on one thread, whichever worker ran it, in whatever order, and bes
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from typing import Any, Callable
@@ -19,6 +20,33 @@ from tqdm.auto import tqdm
 
 from orderlib import threadshare
 from orderlib.params import workers
+
+
+# glibc >= 2.35: malloc asks the kernel (madvise) to back its large blocks with 2 MB transparent huge
+# pages. Read once, when a process starts, so it can only be given to processes started here.
+HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb=1"
+HUGE_PAGES_ENV = "ORDERLIB_HUGE_PAGES"  # "0": workers keep 4 KB pages
+
+
+@contextmanager
+def huge_pages_for_children(enabled: bool | None = None):
+    """Within: processes started from here (spawned workers) get GLIBC_TUNABLES with glibc's
+    huge-page advice for malloc, unless disabled (`enabled`, default: $ORDERLIB_HUGE_PAGES != "0").
+    Table 1's table rows gather rows of 16-100 MB tables at random: with 2 MB pages the TLB covers
+    them (benchmarks/huge_pages.py). Results do not change, only the page size. Elsewhere (no glibc,
+    an older glibc) the variable is ignored."""
+    if enabled is None:
+        enabled = os.environ.get(HUGE_PAGES_ENV, "1") != "0"
+    old = os.environ.get("GLIBC_TUNABLES")
+    if enabled and "glibc.malloc.hugetlb" not in (old or ""):  # a user's own setting wins
+        os.environ["GLIBC_TUNABLES"] = f"{old}:{HUGE_PAGES_TUNABLE}" if old else HUGE_PAGES_TUNABLE
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("GLIBC_TUNABLES", None)
+        else:
+            os.environ["GLIBC_TUNABLES"] = old
 
 
 def resolve_workers(value, device="cpu") -> int:
