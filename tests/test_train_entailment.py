@@ -127,6 +127,28 @@ def test_table3_splits_majority_and_table(tmp_path):
         X.splits("sick", cfg, tmp_path)
 
 
+def test_table3_models_trained_by_workers_equal_models_trained_here_on_one_thread(tmp_path, one_thread):
+    """Two one-thread worker processes train every model into its checkpoint; the loaded models are
+    those this process trains on one thread, and they count as trained in this run, not resumed."""
+    from orderlib.experiments import oe_snli as X
+
+    write_snli_1_0(tmp_path, _toy(120, 3))
+    cfg = dict(X.PRESETS["small"], data="official", datasets=["snli"], word_dim=8, dim=8, epochs=2, train_limit=60)
+    with one_thread():
+        here = X.run_datasets(cfg, "cpu", tmp_path / "here", tmp_path, progress=False)
+    pooled = X.run_datasets(cfg, "cpu", tmp_path / "pooled", tmp_path, progress=False, workers=2)
+    assert list(pooled["snli"]["results"]) == X.MODELS
+    for m in X.MODELS:
+        a, b = here["snli"]["results"][m], pooled["snli"]["results"][m]
+        assert not b.resumed and b.seconds > 0, m
+        assert [h["dev_accuracy"] for h in a.history] == [h["dev_accuracy"] for h in b.history], m
+        assert a.test_accuracy == b.test_accuracy, m
+        sa, sb = a.model.state_dict(), b.model.state_dict()
+        assert all(torch.equal(sa[k], sb[k]) for k in sa), m
+    again = X.run_datasets(cfg, "cpu", tmp_path / "pooled", tmp_path, progress=False, workers=2)
+    assert all(r.resumed for r in again["snli"]["results"].values())
+
+
 def pd_isna(x) -> bool:
     import pandas as pd
 

@@ -20,8 +20,9 @@ from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_pairs,
 from orderlib.eval.threshold import roc_points
 from orderlib.training.entailment import EntailmentConfig, energies, prepare, train_entailment_model
 from orderlib.precision import MODES
-from orderlib.params import device, existing, one_of
+from orderlib.params import device, existing, one_of, workers
 from orderlib.reports import model_record
+from orderlib.training.workers import run_in_workers
 
 PAPER_TABLE3 = {  # SNLI test, 2-class accuracy (%), Table 3
     "EOP classifier (Bowman et al., 2015)": 75.0,
@@ -44,7 +45,7 @@ PRESETS = {
 
 # Notebook parameters and their valid values (orderlib.params.validate).
 PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": one_of(MODES), "DATA": one_of(["embedded", "official"]), "DATA_DIR": existing("dir"),
-              "DEVICE": device}
+              "DEVICE": device, "WORKERS": workers}
 
 
 def splits(dataset: str, cfg: dict, directory=None) -> tuple[PairSet, PairSet, PairSet, str]:
@@ -86,21 +87,49 @@ def majority_accuracy(train: PairSet, test: PairSet) -> float:
 
 
 def run_dataset(dataset: str, cfg: dict, device, checkpoints=None, directory=None, progress=True,
-                distributed: bool = False) -> dict:
-    """Train every model on one dataset; return {"rows": [...], "results": {...}, "data": ...}. With
-    `distributed`, on every rank of a torchrun process group (orderlib.tools.train_parallel)."""
+                distributed: bool = False, models=None) -> dict:
+    """Train every model (or `models`) on one dataset; return {"rows": [...], "results": {...},
+    "data": ...}. With `distributed`, on every rank of a torchrun process group
+    (orderlib.tools.train_parallel)."""
     train, dev, test, how = splits(dataset, cfg, directory)
     data = prepare(train, dev, test)
     metric = f"{dataset.upper()} test 2-class accuracy (%)"
     rows = [dict(method="majority class", metric=metric, ours=majority_accuracy(train, test), n_train=len(train))]
     results = {}
-    for model in MODELS:
-        ckpt = checkpoints / f"{dataset}_{model.replace(' ', '_').replace('(', '').replace(')', '')}.pt" \
-            if checkpoints else None
+    for model in MODELS if models is None else models:
+        ckpt = Path(checkpoints) / model_file(dataset, model) if checkpoints else None
         r = train_entailment_model(data, model_config(model, cfg), device, ckpt, progress, distributed)
         results[model] = r
         rows.append(dict(method=model, metric=metric, ours=r.test_accuracy, n_train=len(train)))
     return {"rows": rows, "results": results, "data": data, "pairs": (train, dev, test), "how": how}
+
+
+def run_datasets(cfg: dict, device, checkpoints=None, directory=None, progress=True, workers: int = 1) -> dict:
+    """run_dataset for every dataset of the preset; with `workers` > 1 (and checkpoints to hand the
+    models over), the models of all datasets first train side by side in that many one-thread
+    processes (training.workers), the GRU models first, and are loaded here from their checkpoints."""
+    jobs = {f"{d}/{m}": dict(dataset=d, model=m, cfg=cfg, device=str(device), checkpoints=Path(checkpoints),
+                             directory=directory) for d in cfg["datasets"] for m in MODELS} if checkpoints else {}
+    costs = {name: (0.05 if j["model"] == "bag-of-words logistic regression" else 1.0) * (2.0 if j["dataset"] == "snli" else 1.0)
+             for name, j in jobs.items()}  # SNLI's training pairs are about twice SICK's
+    here = run_in_workers(_train_model_job, jobs, workers, costs, progress, "Table 3 models") \
+        if workers > 1 and len(jobs) > 1 else {}
+    runs = {d: run_dataset(d, cfg, device, checkpoints, directory, progress) for d in cfg["datasets"]}
+    for name, done in here.items():  # trained by a worker in this run: loaded here, not resumed
+        d, m = name.split("/", 1)
+        runs[d]["results"][m].resumed = done["resumed"]
+    return runs
+
+
+def model_file(dataset: str, model: str) -> str:
+    """The checkpoint name of a model ("snli", "order-embeddings (symmetric)" -> "snli_order-embeddings_symmetric.pt")."""
+    return f"{dataset}_{model.replace(' ', '_').replace('(', '').replace(')', '')}.pt"
+
+
+def _train_model_job(dataset: str, model: str, cfg: dict, device: str, checkpoints: Path, directory) -> dict:
+    """A worker's job: train one model into its checkpoint; return whether it resumed one."""
+    run = run_dataset(dataset, cfg, device, checkpoints, directory, progress=False, models=[model])
+    return {"resumed": run["results"][model].resumed}
 
 
 def data_fingerprint(runs: dict[str, dict]) -> str:
