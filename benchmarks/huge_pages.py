@@ -110,7 +110,8 @@ def main() -> None:
     graph = load_noun_graph(exp.PRESETS["full"]["wordnet"])
     notes = (f"Notebook 01's paper setting (our split), full preset, seed 0, the notebook's dev choices; each row "
              f"{a.epochs} epochs (word2gauss {a.epochs * EPOCH_SCALE['word2gauss']}), {a.rounds} rounds, each page "
-             f"size in two one-thread processes started together (the mean of the two), then the other size. Huge pages come from glibc's malloc advice "
+             f"size in two one-thread processes started together (the mean of the two), then the other size. "
+             f"Huge pages come from glibc's malloc advice "
              f"(GLIBC_TUNABLES=glibc.malloc.hugetlb=1, glibc >= 2.35) with the kernel's transparent huge pages in "
              f"'madvise' mode ({Path('/sys/kernel/mm/transparent_hugepage/enabled').read_text().strip()!r} here).")
     meta = {"preset": "full", "seed": 0, "setting": "paper", "device": device_description("cpu"), "git_commit": commit,

@@ -110,8 +110,9 @@ def run_datasets(cfg: dict, device, checkpoints=None, directory=None, progress=T
     processes (training.workers), the GRU models first, and are loaded here from their checkpoints."""
     jobs = {f"{d}/{m}": dict(dataset=d, model=m, cfg=cfg, device=str(device), checkpoints=Path(checkpoints),
                              directory=directory) for d in cfg["datasets"] for m in MODELS} if checkpoints else {}
-    costs = {name: (0.05 if j["model"] == "bag-of-words logistic regression" else 1.0) * (2.0 if j["dataset"] == "snli" else 1.0)
-             for name, j in jobs.items()}  # SNLI's training pairs are about twice SICK's
+    costs = {name: (0.05 if j["model"] == "bag-of-words logistic regression" else 1.0)  # no GRU
+                   * (2.0 if j["dataset"] == "snli" else 1.0)  # SNLI's training pairs are about twice SICK's
+             for name, j in jobs.items()}
     here = run_in_workers(_train_model_job, jobs, workers, costs, progress, "Table 3 models") \
         if workers > 1 and len(jobs) > 1 else {}
     runs = {d: run_dataset(d, cfg, device, checkpoints, directory, progress) for d in cfg["datasets"]}
@@ -122,7 +123,8 @@ def run_datasets(cfg: dict, device, checkpoints=None, directory=None, progress=T
 
 
 def model_file(dataset: str, model: str) -> str:
-    """The checkpoint name of a model ("snli", "order-embeddings (symmetric)" -> "snli_order-embeddings_symmetric.pt")."""
+    """The checkpoint name of a model ("snli", "order-embeddings (symmetric)" ->
+    "snli_order-embeddings_symmetric.pt")."""
     return f"{dataset}_{model.replace(' ', '_').replace('(', '').replace(')', '')}.pt"
 
 
