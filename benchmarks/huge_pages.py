@@ -26,11 +26,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from orderlib.training.workers import HUGE_PAGES_ENV, HUGE_PAGES_TUNABLE
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/concept_step.py when run as a child
 
 ROWS = ["order-embeddings", "density order embeddings", "box embeddings", "word2gauss"]
-EPOCH_SCALE = {"word2gauss": 8}  # its epochs take a fifth of the others': time as many as they take
-MODES = {"4 KB pages": None, "2 MB huge pages": "glibc.malloc.hugetlb=1"}
+EPOCH_SCALE = {"word2gauss": 8}  # its epochs take about a fifth of the others' time: train 8x as many
+MODES = {"4 KB pages": None, "2 MB huge pages": HUGE_PAGES_TUNABLE}  # the tunable notebook 01's workers get
 
 
 def child(method: str, epochs: int) -> None:
@@ -54,7 +56,7 @@ def child(method: str, epochs: int) -> None:
 def pair(method: str, epochs: int, mode: str) -> dict:
     """Train `method` in two processes started together on `mode`'s pages, as notebook 01's two
     workers run; return the mean of their seconds per epoch, their test accuracy and huge pages."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "ORDERLIB_HUGE_PAGES")}
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", HUGE_PAGES_ENV)}
     if MODES[mode]:
         env["GLIBC_TUNABLES"] = MODES[mode]
     procs = [subprocess.Popen([sys.executable, __file__, "--child", method, str(epochs)], env=env,
@@ -112,7 +114,7 @@ def main() -> None:
              f"{a.epochs} epochs (word2gauss {a.epochs * EPOCH_SCALE['word2gauss']}), {a.rounds} rounds, each page "
              f"size in two one-thread processes started together (the mean of the two), then the other size. "
              f"Huge pages come from glibc's malloc advice "
-             f"(GLIBC_TUNABLES=glibc.malloc.hugetlb=1, glibc >= 2.35) with the kernel's transparent huge pages in "
+             f"(GLIBC_TUNABLES={HUGE_PAGES_TUNABLE}, glibc >= 2.35) with the kernel's transparent huge pages in "
              f"'madvise' mode ({Path('/sys/kernel/mm/transparent_hugepage/enabled').read_text().strip()!r} here).")
     meta = {"preset": "full", "seed": 0, "setting": "paper", "device": device_description("cpu"), "git_commit": commit,
             "rounds": a.rounds, "epochs": a.epochs, "per_round": runs,

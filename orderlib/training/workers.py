@@ -2,9 +2,9 @@
 
 The steps of Table 2's caption-image models, Table 3's entailment models, Utama's recognisers and
 Sherlock's SEMs use a second thread poorly: two processes on one core each train more per second
-than one process on two (benchmarks/lanes.py, report `bench_lanes`). Each job here trains rows into their checkpoints
-with the experiment's own `train_rows`, in a worker on one thread; the caller then loads the
-finished checkpoints, as after an interrupted run. A row's numbers are therefore those of that row
+than one process on two (benchmarks/lanes.py, report `bench_lanes`). Each job here trains rows into
+their checkpoints with the experiment's own trainer, in a worker on one thread; the caller then
+loads the finished checkpoints, as after an interrupted run. A row's numbers are therefore those of that row
 trained alone on one thread, whichever worker ran it, in whatever order, and beside whatever else.
 """
 from __future__ import annotations
