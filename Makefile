@@ -61,6 +61,7 @@ bench: bench-penalty
 	$(PY) benchmarks/huge_pages.py
 	$(PY) benchmarks/gru_step.py
 	$(PY) benchmarks/lanes.py
+	$(PY) benchmarks/compute_floor.py
 
 bench-penalty: data
 	$(PY) benchmarks/penalty.py

@@ -85,3 +85,19 @@ def one_thread():
     """A context manager: torch on one intra-op thread inside it, the previous count after (rows
     trained here on one thread, to compare with rows trained by one-thread workers)."""
     return _one_thread
+
+
+@pytest.fixture
+def benchmark_module():
+    """A loader: benchmark_module("doe_gamma") is benchmarks/doe_gamma.py as a module (benchmarks/
+    is not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    def load(name: str):
+        path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    return load

@@ -87,19 +87,8 @@ def test_table_reports_mean_sd_and_each_seed_rounded():
     assert g.loc["density order embeddings"].se == round(math.sqrt(1 / 3), 2)
 
 
-def _doe_gamma():
-    """benchmarks/doe_gamma.py as a module (benchmarks/ is not a package)."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "doe_gamma.py"
-    spec = importlib.util.spec_from_file_location("doe_gamma", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_path):
-    B, cfg = _doe_gamma(), X.PRESETS["full"]
+def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_path, benchmark_module):
+    B, cfg = benchmark_module("doe_gamma"), X.PRESETS["full"]
     jobs = B.point_jobs(cfg, "paper", [0, 1], 0.001, [100.0, 50.0], {}, tmp_path)
     configs = [X.model_config(j["method"], cfg, j["seed"], **j["overrides"]) for j in jobs]
     assert [(c.model_kwargs["gamma"], c.seed) for c in configs] == [(100.0, 0), (100.0, 1), (50.0, 0), (50.0, 1)]

@@ -42,6 +42,9 @@ REPORTS = {
     "bench_lanes": ("all four papers", "make reproduce's lanes: training steps per second alone vs two "
                     "notebooks side by side (benchmark)", "benchmarks/lanes.py", [],
                     "real SNLI 1.0 and Fashion-MNIST Scenes captions; random canvases for the CNN"),
+    "bench_compute_floor": ("all four papers", "the notebooks' training steps against the machine's GEMM peak "
+                            "(benchmark)", "benchmarks/compute_floor.py", [],
+                            "real SNLI 1.0 and Fashion-MNIST Scenes captions; random images for the CNNs"),
     "oe_word2gauss_speed": ("Vendrov et al. 2016", "Table 1's word2gauss loop (benchmark)",
                             "benchmarks/word2gauss_loop.py", [], "real WordNet 3.1"),
     "bench_penalty": ("Vendrov et al. 2016", "all-pairs order violation (benchmark)", "benchmarks/penalty.py",

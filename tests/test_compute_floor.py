@@ -1,0 +1,38 @@
+"""benchmarks/compute_floor.py: the FLOP it divides by the GEMM peak are the step's real products."""
+import pandas as pd
+
+
+def _item_cnn_flops(batch=128, side=32, width=32, channels=3, classes=10) -> int:
+    """One training step of ItemCNN by hand: a conv's forward, weight gradient and input gradient
+    each cost 2 x its multiply-adds; the first conv has no input gradient (the images need none)."""
+    convs = [(channels, width, side), (width, 2 * width, side // 2), (2 * width, 4 * width, side // 4)]
+    macs = [batch * s * s * cout * cin * 9 for cin, cout, s in convs]
+    head = batch * 4 * width * classes
+    return 2 * (2 * macs[0] + 3 * macs[1] + 3 * macs[2] + 3 * head)
+
+
+def test_item_cnn_step_flops_match_a_hand_count(benchmark_module):
+    cf = benchmark_module("compute_floor")
+    step = cf.make_step("item-cnn")
+    assert cf.step_flops(step) == _item_cnn_flops()
+    assert cf.step_flops(cf.make_step("item-cnn-cl")) == _item_cnn_flops()  # same products, other layout
+
+
+def test_gemm_flops_and_timing(benchmark_module):
+    cf = benchmark_module("compute_floor")
+    assert cf.step_flops(cf.make_step("gemm-gru")) == 2 * 128 * 1024 * 3072
+    assert cf.step_flops(cf.peak_step()) == 2 * 2048 ** 3
+    calls = []
+    assert cf.seconds_per_call(lambda: calls.append(1), 0.0) >= 0 and len(calls) == 3  # at least three calls
+
+
+def test_training_minutes_reads_bench_reproduce(monkeypatch, tmp_path, benchmark_module):
+    cf = benchmark_module("compute_floor")
+    (tmp_path / "reports" / "tables").mkdir(parents=True)
+    pd.DataFrame([dict(method="02_oe_table3_snli.ipynb", metric="training time of its reports' models (min)",
+                       paper=None, ours=54.1),
+                  dict(method="02_oe_table3_snli.ipynb", metric="wall time (min)", paper=None, ours=33.2),
+                  dict(method="09_sherlock_facts.ipynb", metric="training time of its reports' models (min)",
+                       paper=None, ours=70.8)]).to_csv(tmp_path / "reports" / "tables" / "bench_reproduce.csv")
+    monkeypatch.setattr(cf, "repo_root", lambda: tmp_path)
+    assert cf.training_minutes() == {"02_oe_table3_snli.ipynb": 54.1}  # only notebooks of one dominant step
