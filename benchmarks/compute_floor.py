@@ -38,6 +38,7 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).parent))
 
 from orderlib.reports import device_description, repo_root, write_table  # noqa: E402
+from orderlib.tools.reproduce import carried_runs  # noqa: E402
 
 WORKLOADS = {
     "gru-snli": "Table 3 (02): GRU order-embeddings step, SNLI, batch 128",
@@ -127,12 +128,8 @@ def seconds_per_call(step, seconds: float) -> float:
 
 def training_minutes() -> dict[str, float]:
     """Summed training minutes of the notebooks' models from the committed bench_reproduce."""
-    path = repo_root() / "reports" / "tables" / "bench_reproduce.csv"
-    if not path.exists():
-        return {}
-    df = pd.read_csv(path)
-    rows = df[df.metric == "training time of its reports' models (min)"]
-    return {r.method: float(r.ours) for r in rows.itertuples() if r.method in NOTEBOOK_STEP}
+    runs = carried_runs(repo_root() / "reports" / "tables", timed=set())  # every notebook it timed
+    return {r["notebook"]: r["train_seconds"] / 60 for r in runs if r["notebook"] in NOTEBOOK_STEP}
 
 
 def main() -> None:
