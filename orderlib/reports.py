@@ -116,6 +116,7 @@ def to_markdown(df: pd.DataFrame, title: str = "", notes: str = "") -> str:
         counts = col != "ours" and show[col].dropna().map(lambda x: isinstance(x, (int, float)) and float(x).is_integer()).all()
         fmt = (lambda x: f"{int(x)}") if counts else (lambda x: f"{x:.2f}" if isinstance(x, float) else str(x))
         show[col] = show[col].map(lambda x: "" if pd.isna(x) else fmt(x))
+    show = show.astype(object).where(show.notna(), "")  # a missing value reads as an empty cell, not <NA>
     parts = [f"# {title}\n" if title else "", show.to_markdown(index=False), "\n"]
     if notes:
         parts.append("\n" + notes.strip() + "\n")

@@ -92,6 +92,17 @@ def test_csv_numbers_are_rounded_as_cited(tmp_path):
     assert "00000" not in text and ",88.2," in text
 
 
+def test_markdown_shows_missing_values_as_empty_cells(tmp_path):
+    df = pd.DataFrame({"method": ["closure", "oe"], "metric": ["acc", "acc"], "paper": [88.2, None],
+                       "ours": [87.61, 90.89], "n_seeds": pd.array([None, 3], dtype="Int64"),
+                       "seed": [None, "mean"]})
+    md = write_table("t", df, META, tmp_path)["md"].read_text()
+    assert "<NA>" not in md and "nan" not in md.lower() and "None" not in md
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+             for line in md.splitlines() if line.startswith(("| closure", "| oe"))}
+    assert cells == {"closure": ["acc", "88.2", "87.61", "", ""], "oe": ["acc", "", "90.89", "3", "mean"]}
+
+
 def test_training_provenance_names_models_from_another_commit():
     from orderlib.reports import model_record, training_provenance
 
