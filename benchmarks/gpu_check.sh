@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks, in one bounded run on a machine with a CUDA device (CI has none):
 #   1. the CUDA tests (penalties, Triton kernel and its gradients, trainers on cuda);
-#   2. bench_penalty's CUDA rows (benchmarks/penalty.py --cuda-only: into the existing table);
+#   2. bench_penalty's CUDA rows (benchmarks/penalty.py --cuda-only: into the existing table), after
+#      the backward's sweep by parts and tiles (benchmarks/triton_backward_sweep.py --library-only; with
+#      BEFORE=<an earlier kernels_triton.py> that file's backward is timed in the same run);
 #   3. one training through torchrun on the NCCL backend (orderlib.tools.train_parallel);
 #   4. notebooks (default 03-05: Table 2 and what reads its models) on the full preset, every model
 #      trained here, on the GPU (device="auto"): bench_reproduce_cuda.
@@ -19,7 +21,7 @@ PACK=${PACK:-$RESULTS.tar.gz}
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1
 
-STEPS=${STEPS:-tests bench_penalty nccl notebooks}
+STEPS=${STEPS:-tests sweep bench_penalty nccl notebooks}
 
 step() {  # step NAME SECONDS COMMAND...: run it with a limit, log it, say how it ended
     local name=$1 limit=$2 t0=$SECONDS rc
@@ -41,6 +43,8 @@ nvidia-smi -L
 
 step tests 100 "$PY" -m pytest -q -p no:cacheprovider tests/test_devices.py tests/test_concepts_later.py \
     tests/test_fused.py -k "cuda or triton"
+step sweep 150 "$PY" benchmarks/triton_backward_sweep.py --library-only ${BEFORE:+--before "$BEFORE"} \
+    --configs "${SWEEP_CONFIGS:-64x64w2s4u4,64x64w2s3u8,64x64w2s2u4,64x64w4s3u4,32x64w2s3u4,64x32w2s3u4}"
 step bench_penalty 90 "$PY" benchmarks/penalty.py --cuda-only
 step nccl 60 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m orderlib.tools.train_parallel \
     retrieval --preset small --device cuda
