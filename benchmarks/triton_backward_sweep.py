@@ -124,11 +124,10 @@ def main() -> None:
     ap.add_argument("--unroll", default="1,4,8", help="loop unrolling of the walk")
     ap.add_argument("--forward", action="store_true", help="also sweep the forward's tiles")
     ap.add_argument("--library-only", action="store_true",
-                    help="skip the formulations: time orderlib's one-launch backward by parts per multiprocessor "
-                         "and by tile, against --before")
+                    help="skip the formulations: time orderlib's backward by parts and by tile, against --before")
     ap.add_argument("--before", help="an earlier orderlib/kernels_triton.py (e.g. `git show REV:orderlib/"
                     "kernels_triton.py > FILE`), whose backward is timed in the same run")
-    ap.add_argument("--per-sm", default="8,16,32,64", help="programs per multiprocessor to try (--library-only)")
+    ap.add_argument("--parts", default="1,2,5,8", help="parts of the walk over b to force (--library-only)")
     ap.add_argument("--configs", default="", help="extra backward configs to force, rows x cols w warps s stages "
                     "u unroll, e.g. 64x64w2s4u4 (--library-only)")
     a = ap.parse_args()
@@ -157,7 +156,7 @@ def main() -> None:
         print(f"forward {bn:3d}x{bm:3d} w{warps} s{stages} u{unroll}: {s * 1e3:7.3f} ms {rate / 1e12:6.2f} T/s "
               f"({rate / gemm:5.1%} of GEMM)", flush=True)
     if a.library_only:
-        library_sweep(x, y, g, gemm, a.n * a.m * a.d, a.before, ints(a.per_sm), a.configs)
+        library_sweep(x, y, g, gemm, a.n * a.m * a.d, a.before, ints(a.parts), a.configs)
         return
     forms = [f == "max" for f in a.forms.split(",")]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -203,52 +202,49 @@ def library(x, y, g, gemm: float, pairs: int) -> None:
     print("tiles:", K.tuned())
 
 
-def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, per_sms: list[int], extra: str) -> None:
-    """orderlib's backward (autotuned, default parts), then the earlier file's in the same run, then the
-    one launch by parts per multiprocessor and by forced config: each timed with CUDA events, each
-    forced result's largest difference from the autotuned one printed."""
+def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, parts: list[int], extra: str) -> None:
+    """orderlib's backward (autotuned), then the earlier file's in the same run, then orderlib's by
+    forced parts of the walk over b and by forced config: each timed with CUDA events, each forced
+    result's largest difference from the autotuned one printed; then a CUDA profile of 20 calls."""
     import importlib.util
     import re
 
+    from penalty import best_seconds  # benchmarks/penalty.py
+
     library(x, y, g, gemm, pairs)
+    steps = {"orderlib": lambda: K.backward(g, x, y)}
     if before:
         spec = importlib.util.spec_from_file_location("kernels_triton_before", before)
         old = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(old)
-        step = lambda: old.backward(g, x, y)  # noqa: E731
+        steps[before] = lambda: old.backward(g, x, y)
+    for name, step in steps.items():
         step()
-        from penalty import best_seconds
-
         for how, sec in (("CUDA events", seconds(step)), ("synchronised calls", best_seconds(step, 5, True))):
-            print(f"before ({before}) backward alone, {how}: {sec * 1e3:.3f} ms {pairs / sec / 1e12:.2f} T/s "
+            print(f"{name} backward alone (no autograd), {how}: {sec * 1e3:.3f} ms {pairs / sec / 1e12:.2f} T/s "
                   f"({pairs / sec / gemm:.1%} of GEMM)", flush=True)
-    step = lambda: K.backward(g, x, y)  # noqa: E731
-    ref = step()
-    print(f"orderlib backward alone, CUDA events: {pairs / seconds(step) / 1e12:.2f} T/s", flush=True)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    n, m, d = x.shape[0], y.shape[0], x.shape[1]
-    for per_sm in per_sms:
-        split = K.splits(n, m, d, sms, per_sm)
+    ref = K.backward(g, x, y)
+    for split in parts:
         sec = seconds(lambda: K.backward(g, x, y, split=split))
-        print(f"per_sm {per_sm:3d} parts {split}: {sec * 1e3:7.3f} ms {pairs / sec / 1e12:6.2f} T/s "
-              f"({pairs / sec / gemm:5.1%} of GEMM)", flush=True)
+        print(f"parts {split}: {sec * 1e3:7.3f} ms {pairs / sec / 1e12:6.2f} T/s ({pairs / sec / gemm:5.1%} of GEMM)",
+              flush=True)
     configs = list(K.BACKWARD_CONFIGS)
     for text in filter(None, extra.split(",")):
         bm = re.fullmatch(r"(\d+)x(\d+)w(\d+)s(\d+)u(\d+)", text)
-        rows, cols, warps, stages, unroll = (int(v) for v in bm.groups())
-        configs.append((rows, cols, warps, stages, unroll))
+        configs.append(tuple(int(v) for v in bm.groups()))
     for c in configs:
         tile = K.meta(c, ("BA", "BK"))
         try:
-            got = K.backward(g, x, y, K._backward_kernel, **tile)
-            sec = seconds(lambda: K.backward(g, x, y, K._backward_kernel, **tile))
+            got = K.backward(g, x, y, K._weighted_max_kernel, **tile)
+            sec = seconds(lambda: K.backward(g, x, y, K._weighted_max_kernel, **tile))
         except Exception as exc:  # an unsupported config: say so, go on
             print(f"config {c}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
             continue
         diff = max((a - b).abs().max().item() for a, b in zip(got, ref))
         print(f"config {c}: {sec * 1e3:7.3f} ms {pairs / sec / 1e12:6.2f} T/s ({pairs / sec / gemm:5.1%} of GEMM), "
               f"largest difference from the tuned {diff:.1e}", flush=True)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]) as prof:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(20):
             K.backward(g, x, y)
         torch.cuda.synchronize()

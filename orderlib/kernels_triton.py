@@ -3,12 +3,12 @@
 Same contract as the C++ CPU kernel (orderlib/kernels.py): E[i, j] = sum_d max(0, y[j, d] -
 x[i, d])^2 and its gradients, tiled so that N x M x D never exists. Forward: each program owns a
 BN x BM tile of E and walks d, an outer-product update per d like a SIMT GEMM. Backward: each of the
-two gradients is out[a, k] = sum_b w[a, b] max(0, p[b, k] - q[a, k]) (for dE/dy with p and q negated),
-written as sum_b w[a, b] max(p[b, k], q[a, k]) - q[a, k] sum_b w[a, b]: two instructions per
-element-pair (a max and an FMA) instead of three, the row sums of w taken once outside. One launch
-computes both gradients: each program owns a BA x BK tile of one of them and walks its part of b
-(`splits`), so that the grid's last wave idles little. Every load of the walks is contiguous: x and
-y go in as (D, N) and (D, M) copies for the forward, w with its a-index unit-strided. Tiles, pipelining stages and loop unrolling are tuned per D at the first call
+two gradients is out[a, k] = sum_b w[a, b] max(0, s (p[b, k] - q[a, k])), s = +-1, written as
+sum_b w[a, b] max(p[b, k], q[a, k]) - q[a, k] sum_b w[a, b] (s = +1; min for s = -1): two
+instructions per element-pair (a max and an FMA) instead of three, the row sums of w taken once
+outside. Each program owns a BA x BK tile of the gradient and walks its part of b (`splits`). Every
+load of the walks is contiguous: x and y go in as (D, N) and (D, M) copies, w with its a-index
+unit-strided. Tiles, pipelining stages and loop unrolling are tuned per D at the first call
 (triton.autotune over the CONFIGS below, chosen by benchmarks/triton_backward_sweep.py on an H200;
 `tuned()` says what was picked), the first config under the interpreter.
 
@@ -62,40 +62,24 @@ if triton is not None:
         tl.store(e_ptr + rn[:, None] * sen + rm[None, :] * sem, acc, mask=mask)
 
     @triton.jit
-    def _backward_kernel(z_ptr, w_ptr, r_ptr, o_ptr, n, m, d, sx, sy, bx_per, by_per,
-                         BA: tl.constexpr, BK: tl.constexpr, UNROLL: tl.constexpr, STAGES: tl.constexpr):
-        # Both gradients in one launch; each program owns a BA x BK tile of one gradient's part `split`.
-        # z (2(n+m), D): x - c, y - c, c - x, c - y. dE/dx: q = x - c, p = y - c; dE/dy: q = c - y,
-        # p = c - x (min(x, y) = -max(-x, -y), so both walks are a max). w (2nm,): g as (m, n) then as
-        # (n, m), each gradient's a-index unit-strided. r (n + m,): the row sums of w. o: the parts.
-        pid = tl.program_id(0)
-        kt = tl.cdiv(d, BK)
-        first = tl.cdiv(n, BA) * kt * sx  # programs of dE/dx
-        is_y = pid >= first
-        t = tl.where(is_y, pid - first, pid)
-        na = tl.where(is_y, m, n)
-        nb = tl.where(is_y, n, m)
-        b_per = tl.where(is_y, by_per, bx_per)
-        at = tl.cdiv(na, BA)
-        split = t // (at * kt)
-        ra = (t // kt) % at * BA + tl.arange(0, BA)  # (BA,)
-        rk = t % kt * BK + tl.arange(0, BK)  # (BK,)
-        q0 = tl.where(is_y, 2 * n + m, 0)  # first row of q in z
-        p0 = tl.where(is_y, n + m, n)  # first row of p in z
-        w0 = tl.where(is_y, n * m, 0)  # w[a, b] at w0 + a + b na
+    def _weighted_max_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb,
+                             sos, soa, sok, FLIP: tl.constexpr, BA: tl.constexpr, BK: tl.constexpr,
+                             UNROLL: tl.constexpr, STAGES: tl.constexpr):
+        ra = tl.program_id(0) * BA + tl.arange(0, BA)  # (BA,)
+        rk = tl.program_id(1) * BK + tl.arange(0, BK)  # (BK,)
+        split = tl.program_id(2)  # this program sums b in [split * b_per, (split + 1) * b_per)
         mask = (ra[:, None] < na) & (rk[None, :] < d)
-        q = tl.load(z_ptr + (q0 + ra[:, None]) * d + rk[None, :], mask=mask, other=0.0)  # (BA, BK)
+        q = tl.load(q_ptr + ra[:, None] * sqa + rk[None, :] * sqk, mask=mask, other=0.0).to(tl.float32)
         acc = tl.zeros((BA, BK), dtype=tl.float32)
         lo = split * b_per
         for b in tl.range(lo, tl.minimum(lo + b_per, nb), num_stages=STAGES, loop_unroll_factor=UNROLL):
-            w = tl.load(w_ptr + w0 + ra + b * na, mask=ra < na, other=0.0)  # (BA,)
-            p = tl.load(z_ptr + (p0 + b) * d + rk, mask=rk < d, other=0.0)  # (BK,)
-            acc += w[:, None] * tl.maximum(p[None, :], q)  # a NaN p yields q: cancelled below
-        rs = tl.load(r_ptr + tl.where(is_y, n, 0) + ra, mask=(ra < na) & (split == 0), other=0.0)  # (BA,)
-        acc = (acc - q * rs[:, None]) * tl.where(is_y, 2.0, -2.0)  # part 0 closes the max form
-        acc = tl.where(q == q, acc, 0.0)  # a NaN q masks every term, as clamp's backward does
-        o0 = tl.where(is_y, sx * n, 0) + split * na  # first row of this part in o
-        tl.store(o_ptr + (o0 + ra[:, None]) * d + rk[None, :], acc, mask=mask)
+            w = tl.load(w_ptr + ra * swa + b * swb, mask=ra < na, other=0.0).to(tl.float32)  # (BA,)
+            p = tl.load(p_ptr + b * spb + rk * spk, mask=rk < d, other=0.0).to(tl.float32)  # (BK,)
+            if FLIP:
+                acc += w[:, None] * tl.minimum(p[None, :], q)  # a NaN p yields q: cancelled below
+            else:
+                acc += w[:, None] * tl.maximum(p[None, :], q)
+        tl.store(out_ptr + split * sos + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
 
 
 _failure: list[str] = []  # why the Triton path was switched off in this process, if it was
@@ -128,7 +112,7 @@ def _tuned(kernel, configs: list[tuple[int, int, int, int, int]], names: tuple[s
 
 if triton is not None:
     _forward, _FORWARD_FIXED = _tuned(_forward_kernel, FORWARD_CONFIGS, ("BN", "BM"), ["d"])
-    _backward, _BACKWARD_FIXED = _tuned(_backward_kernel, BACKWARD_CONFIGS, ("BA", "BK"), ["d"])
+    _backward, _BACKWARD_FIXED = _tuned(_weighted_max_kernel, BACKWARD_CONFIGS, ("BA", "BK"), ["d", "FLIP"])
 
 
 def tuned() -> dict[str, str]:
@@ -169,54 +153,48 @@ def forward(x: torch.Tensor, y: torch.Tensor, kernel=None, **tile) -> torch.Tens
     return e.to(x.dtype)
 
 
-PROGRAMS_PER_SM = 32  # the backward's target: many short programs, so the last wave idles little
-
-
-def splits(n: int, m: int, d: int, processors: int, per_sm: int = PROGRAMS_PER_SM) -> tuple[int, int]:
-    """How many parts each gradient's walk over b is cut into, (dE/dx's, dE/dy's): about
-    `per_sm` programs per multiprocessor (counted with 64 x 64 tiles), every part of either
-    gradient about as long, at most 8 parts, each walking at least 32 b's."""
-    k = triton.cdiv(d, 64)
-    steps = triton.cdiv(n, 64) * k * m + triton.cdiv(m, 64) * k * n  # walk steps of all tiles, both gradients
-    length = max(32, steps // (per_sm * processors))  # each part's walk
-    return tuple(max(1, min(8, triton.cdiv(nb, length), nb // 32)) for nb in (m, n))
+def splits(na: int, nb: int, d: int, processors: int) -> int:
+    """How many programs share each gradient tile's walk over b: enough for about eight programs per
+    multiprocessor (counted with 64 x 64 tiles), at most 8, each walking at least 32 b's."""
+    tiles = triton.cdiv(na, 64) * triton.cdiv(d, 64)
+    return max(1, min(8, triton.cdiv(8 * processors, tiles), nb // 32))
 
 
 def _processors(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
 
 
-def backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel=None, split: tuple[int, int] | None = None,
-             **tile) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return (dE/dx, dE/dy) contracted with the upstream gradient g (N, M), in one launch.
+def _weighted_relu(q, p, w, flip: bool, kernel=None, tile=None, split: int | None = None) -> torch.Tensor:
+    """out (na, D) = sum_b w[a, b] max(0, ±(p[b] - q[a])); w's a-index should be unit-strided.
+    The kernel sums w max(p, q) (min for flip); the row sums of w close it here. The walk over b is
+    cut into `split` parts (default `splits`), summed afterwards in a fixed order: a small grid (few
+    rows of q) still fills the GPU, and the result does not depend on timing."""
+    na, nb, d = q.shape[0], p.shape[0], q.shape[1]
+    if not (na and nb and d):
+        return torch.zeros((na, d), dtype=q.dtype, device=q.device)
+    q, p = q.contiguous(), p.contiguous()
+    split = split or splits(na, nb, d, _processors(q.device))
+    b_per = triton.cdiv(nb, split)
+    out = torch.empty((split, na, d), dtype=torch.float32, device=q.device)  # every tile of every part is stored
+    grid = lambda meta: (triton.cdiv(na, meta["BA"]), triton.cdiv(d, meta["BK"]), split)  # noqa: E731
+    (kernel or _backward)[grid](q, p, w, out, na, nb, d, b_per, *q.stride(), *p.stride(), *w.stride(),
+                                *out.stride(), FLIP=flip, **(tile or _BACKWARD_FIXED))
+    acc = out[0] if split == 1 else out.sum(0)  # (na, D)
+    qw = q.float() * w.float().sum(1, keepdim=True)  # (na, D): q[a] sum_b w[a, b]
+    res = qw.sub_(acc) if flip else acc.sub_(qw)
+    return res.masked_fill_(q.isnan(), 0.0).to(q.dtype)  # every term of a NaN q is masked, as the reference's
 
-    Each gradient is out[a, k] = sum_b w[a, b] max(0, p[b, k] - q[a, k]), summed as
-    sum_b w max(p, q) - q sum_b w: a max and an FMA per element-pair. x and y are first shifted by their
-    per-dimension mean (the violation does not change), so that this form's rounding follows the spread
-    of the embeddings, not their distance from 0. Each walk over b is cut into `split` parts (default
-    `splits`), summed afterwards in a fixed order: the grid fills the GPU, and the result does not
-    depend on timing. `kernel` and `tile`: one fixed config instead of the tuned one."""
-    n, m, d = x.shape[0], y.shape[0], x.shape[1]
-    if not (n and m and d):
-        return torch.zeros_like(x), torch.zeros_like(y)
-    xy = torch.cat([x, y])  # (N + M, D)
-    xy -= xy.nanmean(0).nan_to_num_()
-    z = torch.cat([xy, xy.neg()])  # (2 (N + M), D): x - c, y - c, c - x, c - y
-    w = torch.empty(2 * n * m, dtype=torch.float32, device=x.device)
-    w[: n * m].view(m, n).copy_(g.t())  # dE/dx's w[a=i, b=j] = g[i, j] at i + j N
-    w[n * m:].view(n, m).copy_(g)  # dE/dy's w[a=j, b=i] = g[i, j] at j + i M
-    r = torch.cat([g.sum(1), g.sum(0)]).float()  # (N + M,): the row sums of each w
-    sx, sy = split or splits(n, m, d, _processors(x.device))
-    if max(z.numel(), w.numel(), (sx * n + sy * m) * d) >= 2**31:
-        raise ValueError(f"order violation backward of {n} x {m} x {d}: past the Triton kernel's 32-bit offsets; "
-                         "use backend='reference'")
-    o = torch.empty((sx * n + sy * m, d), dtype=torch.float32, device=x.device)  # every tile of every part is stored
-    grid = lambda meta: (triton.cdiv(n, meta["BA"]) * triton.cdiv(d, meta["BK"]) * sx  # noqa: E731
-                         + triton.cdiv(m, meta["BA"]) * triton.cdiv(d, meta["BK"]) * sy,)
-    (kernel or _backward)[grid](z, w, r, o, n, m, d, sx, sy, triton.cdiv(m, sx), triton.cdiv(n, sy),
-                                **(tile or _BACKWARD_FIXED))
-    gx, gy = o[: sx * n].view(sx, n, d), o[sx * n:].view(sy, m, d)
-    return (gx[0] if sx == 1 else gx.sum(0)).to(x.dtype), (gy[0] if sy == 1 else gy.sum(0)).to(y.dtype)
+
+def backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel=None, split: int | None = None,
+             **tile) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return (dE/dx, dE/dy) contracted with the upstream gradient g (N, M). x and y are first shifted
+    by their per-dimension mean (the violation does not change), so that the max form's rounding
+    follows the spread of the embeddings, not their distance from 0."""
+    c = torch.cat([x, y]).nanmean(0).nan_to_num_()  # (D,)
+    x, y = x - c, y - c
+    gx = _weighted_relu(x, y, g.t().contiguous().t(), False, kernel, tile, split).mul_(-2)  # (N, D); w = g, a-index unit-strided
+    gy = _weighted_relu(y, x, g.contiguous().T, True, kernel, tile, split).mul_(2)  # (M, D): w[a=j, b=i] = g[i, j]
+    return gx, gy
 
 
 class TritonOrderViolation(torch.autograd.Function):
