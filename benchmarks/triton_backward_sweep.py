@@ -14,6 +14,13 @@ note of issue 14) were, before the grid became arguments:
 
     python benchmarks/triton_backward_sweep.py --tiles 32x64w4,64x64w4,64x128w4,64x128w8,128x64w4,128x128w8,32x128w4,64x64w2 --stages 1,3 --unroll 1,4
     python benchmarks/triton_backward_sweep.py --forward --forms max --tiles 64x64w2,128x64w4,32x64w1,128x128w8,64x128w4,128x64w2,64x32w1 --stages 2,3,4 --unroll 2,4,8
+
+On an H100 (2026-11-26, README "Fast all-pairs penalties") `benchmarks/gpu_check.sh` ran the
+library mode against 12bf627's one-launch backward:
+
+    git show 12bf627:orderlib/kernels_triton.py > /tmp/one_launch.py
+    python benchmarks/triton_backward_sweep.py --library-only --before /tmp/one_launch.py \
+        --configs 64x64w2s3u8,32x64w1s4u8,32x64w1s2u8
 """
 from __future__ import annotations
 
