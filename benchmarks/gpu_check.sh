@@ -13,6 +13,10 @@
 # STEPS="tests bench_penalty" runs those steps alone; GPU_NOTEBOOKS="notebooks/02_*.ipynb ..." other notebooks
 # (not yet run on a GPU: 02 and 06-09; 06-09 need gensim, 02 SNLI and SICK).
 #
+# The nccl and notebooks steps read WordNet 3.0 and Fashion-MNIST under the data root (`make data`
+# puts them there). On a copy of the tree whose .git lags behind it (or has none), set
+# ORDERLIB_GIT_COMMIT=<the commit> so that the reports name the code that ran.
+#
 #     ORDERLIB_DATA=<data root> bash benchmarks/gpu_check.sh [python]
 set -u
 PY=${1:-python3}
