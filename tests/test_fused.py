@@ -324,3 +324,23 @@ def test_backward_splits_fill_the_gpu_within_bounds():
     assert K.splits(10, 20, 8, 132) == 1  # too few b's to share
     assert all(1 <= K.splits(n, m, d, p) <= 8 for n in (1, 50, 4000) for m in (1, 40, 9000)
                for d in (1, 64, 1024) for p in (1, 132))
+
+
+def test_backward_machine_code_spends_a_max_and_an_fma_per_element_pair(benchmark_module):
+    """The Triton backward compiled offline for an H100 (sm_90, Triton's own ptxas; no GPU): its
+    unrolled walk over b holds one FMNMX and one FFMA per element-pair of each thread's tile and no
+    subtract (the max form), with the loads of w and p a small share."""
+    K = pytest.importorskip("orderlib.kernels_triton")
+    if K.triton is None:
+        pytest.skip("Triton not installed")
+    sass = benchmark_module("triton_sass")
+    for rows, cols, warps, stages, unroll in ((32, 64, 1, 3, 8), (8, 256, 1, 3, 4)):
+        try:
+            mix = sass.loop_mix((rows, cols, warps, stages, unroll))
+        except (FileNotFoundError, ImportError, RuntimeError) as exc:  # a Triton without NVIDIA's tools
+            pytest.skip(f"cannot compile for sm_90 here: {exc}")
+        pairs = rows * cols // (32 * warps) * unroll  # element-pairs per thread per loop body
+        assert mix["FMNMX"] == pairs and mix["FFMA"] == pairs, (rows, cols, mix)
+        assert mix.get("FADD", 0) == 0 and mix.get("FSEL", 0) == 0, mix
+        assert mix["LDS"] < pairs / 3, mix
+        assert mix["LOCAL"] == 0, mix
