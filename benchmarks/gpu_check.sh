@@ -47,7 +47,7 @@ nvidia-smi -L
 
 step tests 100 "$PY" -m pytest -q -p no:cacheprovider tests/test_devices.py tests/test_concepts_later.py \
     tests/test_fused.py -k "cuda or triton"
-step sweep 150 "$PY" benchmarks/triton_backward_sweep.py --library-only ${BEFORE:+--before "$BEFORE"} \
+step sweep 200 "$PY" benchmarks/triton_backward_sweep.py --library-only ${BEFORE:+--before "$BEFORE"} \
     --configs "${SWEEP_CONFIGS:-64x64w2s3u8,32x64w1s4u8,8x256w1s3u8,8x256w1s3u4,16x128w1s3u8}"
 step bench_penalty 90 "$PY" benchmarks/penalty.py --cuda-only
 step nccl 60 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m orderlib.tools.train_parallel \

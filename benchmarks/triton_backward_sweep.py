@@ -7,8 +7,11 @@ formulations, each over tiles, warps, pipelining stages and loop unrolling:
             out = acc - q sum_b w  (or q sum_b w - acc)                      2 instructions per element-pair
 Prints one line per (formulation, pass, config): seconds and element-pairs/s, the fp32 GEMM rate of
 the same run, and each formulation's largest error against a float64 reference; then orderlib's own
-backward, timed both ways. Under TRITON_INTERPRET=1 (CPU) it checks the formulations on a small
-case and times nothing. bench_penalty's CUDA rows are the reported figures; this script chose the
+backward, timed both ways. --library-only skips the formulations and times orderlib's backward by
+parts and tiles, against an earlier kernels_triton.py (--before), then the levers outside the main
+loop: the closure in the kernel (`closed_backward`) and one CUDA-graph replay per call (`graphed`).
+Under TRITON_INTERPRET=1 (CPU) it checks the formulations and `closed_backward` on a small case and
+times nothing. bench_penalty's CUDA rows are the reported figures; this script chose the
 CONFIGS of orderlib/kernels_triton.py. The two runs that did (H200, Triton 3.6, logs in the closing
 note of issue 14) were, before the grid became arguments:
 
@@ -34,6 +37,7 @@ import triton
 import triton.language as tl
 
 from orderlib import kernels_triton as K
+from orderlib.penalties import order_violation_matrix_reference
 
 
 @triton.jit
@@ -71,6 +75,75 @@ def _pass_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, 
             acc = acc - q * wsum[:, None]
         acc = tl.where(q == q, acc, 0.0)  # a NaN q masks every term, as clamp's backward does
     tl.store(out_ptr + split * sos + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
+
+
+@triton.jit
+def _closed_kernel(q_ptr, p_ptr, w_ptr, r_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb,
+                   sos, soa, sok, FLIP: tl.constexpr, BA: tl.constexpr, BK: tl.constexpr,
+                   UNROLL: tl.constexpr, STAGES: tl.constexpr):
+    # orderlib's pass (max form, same walk) with the closure in the kernel: part 0 subtracts q times
+    # the row sums r of w (taken once outside), every part masks a NaN q and scales by -2, so that
+    # with one part the kernel writes the gradient itself and nothing else runs after it.
+    # Both passes close as -2 (acc - q r): dE/dx = -2 sum w relu(p - q); dE/dy = 2 (q r - sum w min(p, q)).
+    ra = tl.program_id(0) * BA + tl.arange(0, BA)  # (BA,)
+    rk = tl.program_id(1) * BK + tl.arange(0, BK)  # (BK,)
+    split = tl.program_id(2)
+    mask = (ra[:, None] < na) & (rk[None, :] < d)
+    q = tl.load(q_ptr + ra[:, None] * sqa + rk[None, :] * sqk, mask=mask, other=0.0)  # (BA, BK)
+    acc = tl.zeros((BA, BK), dtype=tl.float32)
+    lo = split * b_per
+    for b in tl.range(lo, tl.minimum(lo + b_per, nb), num_stages=STAGES, loop_unroll_factor=UNROLL):
+        w = tl.load(w_ptr + ra * swa + b * swb, mask=ra < na, other=0.0)  # (BA,)
+        p = tl.load(p_ptr + b * spb + rk * spk, mask=rk < d, other=0.0)  # (BK,)
+        if FLIP:
+            acc += w[:, None] * tl.minimum(p[None, :], q)
+        else:
+            acc += w[:, None] * tl.maximum(p[None, :], q)
+    r = tl.load(r_ptr + ra, mask=(ra < na) & (split == 0), other=0.0)  # (BA,): part 0 alone closes
+    acc = tl.where(q == q, (acc - q * r[:, None]) * -2.0, 0.0)
+    tl.store(out_ptr + split * sos + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
+
+
+def closed_backward(g, x, y, config=(32, 64, 1, 3, 8), split=None):
+    """orderlib's backward with the closure in the kernel (`_closed_kernel`): centring, g's transposed
+    copy, two row sums, two launches, and a sum over parts only where a walk is cut."""
+    c = torch.cat([x, y]).nanmean(0).nan_to_num_()  # (D,)
+    x, y = x - c, y - c
+    ba, bk, warps, stages, unroll = config
+    grads = []
+    for q, p, w, r, flip in ((x, y, g.t().contiguous().t(), g.sum(1), False), (y, x, g.contiguous().T, g.sum(0), True)):
+        na, nb, d = q.shape[0], p.shape[0], q.shape[1]
+        parts = split or K.splits(na, nb, d, torch.cuda.get_device_properties(q.device).multi_processor_count
+                                  if q.is_cuda else 4)
+        out = torch.empty((parts, na, d), dtype=torch.float32, device=q.device)
+        grid = (triton.cdiv(na, ba), triton.cdiv(d, bk), parts)
+        _closed_kernel[grid](q, p, w, r, out, na, nb, d, triton.cdiv(nb, parts), *q.stride(), *p.stride(),
+                             *w.stride(), *out.stride(), FLIP=flip, BA=ba, BK=bk, UNROLL=unroll, STAGES=stages,
+                             num_warps=warps, num_stages=stages)
+        grads.append(out[0] if parts == 1 else out.sum(0))
+    return tuple(grads)
+
+
+def graphed(fn, *inputs):
+    """fn(*inputs) captured once in a CUDA graph: the returned callable copies its arguments into the
+    captured inputs, replays, and returns copies of the outputs (as a caller keeping them would need)."""
+    static = [t.clone() for t in inputs]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):  # autotuning and allocation happen outside the capture
+            fn(*static)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = fn(*static)
+
+    def replay(*args):
+        for s, a in zip(static, args):
+            s.copy_(a)
+        graph.replay()
+        return tuple(o.clone() for o in outs)
+    return replay
 
 
 def forward(x, y, bn, bm, warps, stages, unroll):
@@ -113,6 +186,23 @@ def check(x, y, g, configs) -> None:
         print(f"{'max' if use_max else 'subtract':9s} largest error / largest gradient: {max(errs):.2e}", flush=True)
 
 
+def check_closed(x, y, g) -> None:
+    """closed_backward against the float64 reference, with one part and with several; NaN rules as
+    orderlib's (a NaN in x or y masks what the reference masks)."""
+    rx, ry = reference(x, y, g)
+    rx, ry = -2 * rx, 2 * ry  # the gradients
+    scale = max(rx.abs().max().item(), ry.abs().max().item())
+    errs = [max((a.double() - r).abs().max().item() for a, r in zip(closed_backward(g, x, y, (16, 16, 1, 1, 2), s),
+                                                                  (rx, ry))) / scale for s in (1, 3)]
+    xn, yn = x.clone(), y.clone()
+    xn[1, 2] = yn[3, 5] = float("nan")
+    got = closed_backward(g, xn, yn, (16, 16, 1, 1, 2), 2)
+    xr, yr = xn.double().requires_grad_(), yn.double().requires_grad_()
+    ref = torch.autograd.grad(order_violation_matrix_reference(xr, yr), (xr, yr), g.double())
+    nan_err = max((a.double() - r).abs().max().item() for a, r in zip(got, ref)) / scale
+    print(f"closed    largest error / largest gradient: {max(errs):.2e}; with NaN inputs: {nan_err:.2e}", flush=True)
+
+
 def seconds(fn) -> float:
     from triton.testing import do_bench
 
@@ -146,6 +236,7 @@ def main() -> None:
     if interp:
         x, y, g = torch.rand(37, 11, generator=gen), torch.rand(29, 11, generator=gen), torch.randn(37, 29, generator=gen)
         check(x, y, g, [(16, 16, 1, 1, 1, 1), (16, 8, 1, 1, 2, 3)])
+        check_closed(x, y, g)
         return
     x, y = (torch.rand(s, a.d, generator=gen).to(dev) for s in (a.n, a.m))
     g = torch.randn(a.n, a.m, generator=gen).to(dev)
@@ -250,6 +341,25 @@ def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, parts: l
         diff = max((a - b).abs().max().item() for a, b in zip(got, ref))
         print(f"config {c}: {sec * 1e3:7.3f} ms {pairs / sec / 1e12:6.2f} T/s ({pairs / sec / gemm:5.1%} of GEMM), "
               f"largest difference from the tuned {diff:.1e}", flush=True)
+    # the levers outside the main loop: the closure in the kernel, and one graph replay per call
+    gemm_sync = pairs / best_seconds(lambda: x @ y.T, 5, True)
+    print(f"fp32 GEMM, synchronised calls as bench_penalty times it: {gemm_sync / 1e12:.2f} T/s", flush=True)
+    variants = {f"closed {c[0]}x{c[1]}w{c[2]}u{c[4]}": (lambda c: lambda g_, x_, y_: closed_backward(g_, x_, y_, c))(c)
+                for c in ((32, 64, 1, 3, 8), (64, 64, 2, 3, 8), (8, 256, 1, 3, 8))}
+    variants["orderlib, CUDA graph"] = K.backward
+    variants["closed 32x64w1u8, CUDA graph"] = variants["closed 32x64w1u8"]
+    for name, fn in variants.items():
+        try:
+            step = graphed(fn, g, x, y) if "graph" in name else (lambda fn: lambda *a: fn(*a))(fn)
+            got = step(g, x, y)
+            ev, sy = seconds(lambda: step(g, x, y)), best_seconds(lambda: step(g, x, y), 5, True)
+        except Exception as exc:  # report, go on
+            print(f"{name}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+            continue
+        diff = max((a - b).abs().max().item() for a, b in zip(got, ref))
+        print(f"{name}: CUDA events {ev * 1e3:.3f} ms ({pairs / ev / gemm:.1%} of GEMM), synchronised calls "
+              f"{sy * 1e3:.3f} ms ({pairs / sy / gemm_sync:.1%} of GEMM timed alike), largest difference from "
+              f"orderlib's {diff:.1e}", flush=True)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(20):
