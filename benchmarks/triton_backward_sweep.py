@@ -28,6 +28,7 @@ library mode against 12bf627's one-launch backward:
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import time
@@ -41,9 +42,14 @@ from orderlib.penalties import order_violation_matrix_reference
 
 
 @triton.jit
-def _pass_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb, sos, soa, sok,
-                 FLIP: tl.constexpr, MAX: tl.constexpr, BA: tl.constexpr, BK: tl.constexpr,
-                 UNROLL: tl.constexpr, STAGES: tl.constexpr):
+def _pass_kernel(q_ptr, p_ptr, w_ptr, r_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb, sos, soa,
+                 sok, FLIP: tl.constexpr, MAX: tl.constexpr, CLOSED: tl.constexpr, BA: tl.constexpr,
+                 BK: tl.constexpr, UNROLL: tl.constexpr, STAGES: tl.constexpr):
+    # One pass in either formulation. MAX without CLOSED closes each part with its own running sum of
+    # w; CLOSED (the max form, orderlib's walk unchanged) closes in the kernel with the row sums r of w
+    # taken once outside: part 0 subtracts q r, every part masks a NaN q and scales by -2, so that
+    # with one part the kernel writes the gradient itself and nothing else runs after it. Both passes
+    # close as -2 (acc - q r): dE/dx = -2 sum w relu(p - q); dE/dy = 2 (q r - sum w min(p, q)).
     ra = tl.program_id(0) * BA + tl.arange(0, BA)  # (BA,)
     rk = tl.program_id(1) * BK + tl.arange(0, BK)  # (BK,)
     split = tl.program_id(2)
@@ -61,14 +67,18 @@ def _pass_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, 
                 acc += w[:, None] * tl.minimum(p[None, :], q)
             else:
                 acc += w[:, None] * tl.maximum(p[None, :], q)
-            wsum += w
+            if not CLOSED:
+                wsum += w
         else:
             if FLIP:
                 v = q - p[None, :]
             else:
                 v = p[None, :] - q
             acc += w[:, None] * tl.where(v > 0.0, v, 0.0)
-    if MAX:
+    if CLOSED:
+        r = tl.load(r_ptr + ra, mask=(ra < na) & (split == 0), other=0.0)  # (BA,): part 0 alone closes
+        acc = tl.where(q == q, (acc - q * r[:, None]) * -2.0, 0.0)
+    elif MAX:
         if FLIP:
             acc = q * wsum[:, None] - acc
         else:
@@ -77,49 +87,21 @@ def _pass_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, 
     tl.store(out_ptr + split * sos + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
 
 
-@triton.jit
-def _closed_kernel(q_ptr, p_ptr, w_ptr, r_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb,
-                   sos, soa, sok, FLIP: tl.constexpr, BA: tl.constexpr, BK: tl.constexpr,
-                   UNROLL: tl.constexpr, STAGES: tl.constexpr):
-    # orderlib's pass (max form, same walk) with the closure in the kernel: part 0 subtracts q times
-    # the row sums r of w (taken once outside), every part masks a NaN q and scales by -2, so that
-    # with one part the kernel writes the gradient itself and nothing else runs after it.
-    # Both passes close as -2 (acc - q r): dE/dx = -2 sum w relu(p - q); dE/dy = 2 (q r - sum w min(p, q)).
-    ra = tl.program_id(0) * BA + tl.arange(0, BA)  # (BA,)
-    rk = tl.program_id(1) * BK + tl.arange(0, BK)  # (BK,)
-    split = tl.program_id(2)
-    mask = (ra[:, None] < na) & (rk[None, :] < d)
-    q = tl.load(q_ptr + ra[:, None] * sqa + rk[None, :] * sqk, mask=mask, other=0.0)  # (BA, BK)
-    acc = tl.zeros((BA, BK), dtype=tl.float32)
-    lo = split * b_per
-    for b in tl.range(lo, tl.minimum(lo + b_per, nb), num_stages=STAGES, loop_unroll_factor=UNROLL):
-        w = tl.load(w_ptr + ra * swa + b * swb, mask=ra < na, other=0.0)  # (BA,)
-        p = tl.load(p_ptr + b * spb + rk * spk, mask=rk < d, other=0.0)  # (BK,)
-        if FLIP:
-            acc += w[:, None] * tl.minimum(p[None, :], q)
-        else:
-            acc += w[:, None] * tl.maximum(p[None, :], q)
-    r = tl.load(r_ptr + ra, mask=(ra < na) & (split == 0), other=0.0)  # (BA,): part 0 alone closes
-    acc = tl.where(q == q, (acc - q * r[:, None]) * -2.0, 0.0)
-    tl.store(out_ptr + split * sos + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
-
-
 def closed_backward(g, x, y, config=(32, 64, 1, 3, 8), split=None):
-    """orderlib's backward with the closure in the kernel (`_closed_kernel`): centring, g's transposed
-    copy, two row sums, two launches, and a sum over parts only where a walk is cut."""
+    """orderlib's backward with the closure in the kernel (`_pass_kernel` with CLOSED): centring, g's
+    transposed copy, two row sums, two launches, and a sum over parts only where a walk is cut."""
     c = torch.cat([x, y]).nanmean(0).nan_to_num_()  # (D,)
     x, y = x - c, y - c
     ba, bk, warps, stages, unroll = config
     grads = []
     for q, p, w, r, flip in ((x, y, g.t().contiguous().t(), g.sum(1), False), (y, x, g.contiguous().T, g.sum(0), True)):
         na, nb, d = q.shape[0], p.shape[0], q.shape[1]
-        parts = split or K.splits(na, nb, d, torch.cuda.get_device_properties(q.device).multi_processor_count
-                                  if q.is_cuda else 4)
+        parts = split or K.splits(na, nb, d, K._processors(q.device))
         out = torch.empty((parts, na, d), dtype=torch.float32, device=q.device)
         grid = (triton.cdiv(na, ba), triton.cdiv(d, bk), parts)
-        _closed_kernel[grid](q, p, w, r, out, na, nb, d, triton.cdiv(nb, parts), *q.stride(), *p.stride(),
-                             *w.stride(), *out.stride(), FLIP=flip, BA=ba, BK=bk, UNROLL=unroll, STAGES=stages,
-                             num_warps=warps, num_stages=stages)
+        _pass_kernel[grid](q, p, w, r, out, na, nb, d, triton.cdiv(nb, parts), *q.stride(), *p.stride(),
+                           *w.stride(), *out.stride(), FLIP=flip, MAX=True, CLOSED=True, BA=ba, BK=bk, UNROLL=unroll,
+                           STAGES=stages, num_warps=warps, num_stages=stages)
         grads.append(out[0] if parts == 1 else out.sum(0))
     return tuple(grads)
 
@@ -157,9 +139,9 @@ def one_pass(q, p, w, flip: bool, use_max: bool, ba: int, bk: int, warps: int, s
     b_per = triton.cdiv(nb, split)
     out = torch.empty((split, na, d), dtype=torch.float32, device=q.device)
     grid = (triton.cdiv(na, ba), triton.cdiv(d, bk), split)
-    _pass_kernel[grid](q, p, w, out, na, nb, d, b_per, *q.stride(), *p.stride(), *w.stride(), *out.stride(),
-                       FLIP=flip, MAX=use_max, BA=ba, BK=bk, UNROLL=unroll, STAGES=stages, num_warps=warps,
-                       num_stages=stages)
+    _pass_kernel[grid](q, p, w, q, out, na, nb, d, b_per, *q.stride(), *p.stride(), *w.stride(), *out.stride(),
+                       FLIP=flip, MAX=use_max, CLOSED=False, BA=ba, BK=bk, UNROLL=unroll, STAGES=stages,
+                       num_warps=warps, num_stages=stages)  # r_ptr unread without CLOSED
     return out.sum(0)
 
 
@@ -305,9 +287,9 @@ def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, parts: l
     forced parts of the walk over b and by forced config: each timed with CUDA events, each forced
     result's largest difference from the autotuned one printed; then a CUDA profile of 20 calls."""
     import importlib.util
-    import re
 
     from penalty import best_seconds  # benchmarks/penalty.py
+    from triton_sass import parse  # benchmarks/triton_sass.py: "32x64w1s3u8" -> (32, 64, 1, 3, 8)
 
     library(x, y, g, gemm, pairs)
     steps = {"orderlib": lambda: K.backward(g, x, y)}
@@ -326,10 +308,7 @@ def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, parts: l
         sec = seconds(lambda: K.backward(g, x, y, split=split))
         print(f"parts {split}: {sec * 1e3:7.3f} ms {pairs / sec / 1e12:6.2f} T/s ({pairs / sec / gemm:5.1%} of GEMM)",
               flush=True)
-    configs = list(K.BACKWARD_CONFIGS)
-    for text in filter(None, extra.split(",")):
-        bm = re.fullmatch(r"(\d+)x(\d+)w(\d+)s(\d+)u(\d+)", text)
-        configs.append(tuple(int(v) for v in bm.groups()))
+    configs = list(K.BACKWARD_CONFIGS) + [parse(text) for text in filter(None, extra.split(","))]
     for c in configs:
         tile = K.meta(c, ("BA", "BK"))
         try:
@@ -344,13 +323,13 @@ def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, parts: l
     # the levers outside the main loop: the closure in the kernel, and one graph replay per call
     gemm_sync = pairs / best_seconds(lambda: x @ y.T, 5, True)
     print(f"fp32 GEMM, synchronised calls as bench_penalty times it: {gemm_sync / 1e12:.2f} T/s", flush=True)
-    variants = {f"closed {c[0]}x{c[1]}w{c[2]}u{c[4]}": (lambda c: lambda g_, x_, y_: closed_backward(g_, x_, y_, c))(c)
+    variants = {f"closed {c[0]}x{c[1]}w{c[2]}u{c[4]}": functools.partial(closed_backward, config=c)
                 for c in ((32, 64, 1, 3, 8), (64, 64, 2, 3, 8), (8, 256, 1, 3, 8))}
     variants["orderlib, CUDA graph"] = K.backward
     variants["closed 32x64w1u8, CUDA graph"] = variants["closed 32x64w1u8"]
     for name, fn in variants.items():
         try:
-            step = graphed(fn, g, x, y) if "graph" in name else (lambda fn: lambda *a: fn(*a))(fn)
+            step = graphed(fn, g, x, y) if "graph" in name else fn
             got = step(g, x, y)
             ev, sy = seconds(lambda: step(g, x, y)), best_seconds(lambda: step(g, x, y), 5, True)
         except Exception as exc:  # report, go on

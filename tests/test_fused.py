@@ -285,20 +285,25 @@ print("triton ok")
 """
 
 
-def test_triton_kernel_matches_reference_in_interpreter():
-    """The CUDA path's Triton kernels, run by Triton's CPU interpreter (no GPU needed)."""
+def _in_interpreter(*args: str):
+    """Run `python *args` under Triton's CPU interpreter; return the finished process. An expected
+    failure where this Triton's interpreter cannot run under this numpy at all: numpy >= 2.5 refuses
+    int() of a one-element array, which some Triton interpreters (3.6) still do in range(0, d)."""
     import subprocess
     import sys
 
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "ORDERLIB_FUSED": "0"}
-    out = subprocess.run([sys.executable, "-c", TRITON_CHECK], env=env, capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=600)
     if out.returncode and "interpreter.py" in out.stderr and \
             "only 0-dimensional arrays can be converted to Python scalars" in out.stderr:
-        # numpy >= 2.5 refuses int() of a one-element array, which some Triton interpreters (3.6) still
-        # do in range(0, d): that interpreter cannot run the kernels at all, whatever they compute
         pytest.xfail("this Triton's interpreter does not run under this numpy (int() of an array)")
+    return out
+
+
+def test_triton_kernel_matches_reference_in_interpreter():
+    """The CUDA path's Triton kernels, run by Triton's CPU interpreter (no GPU needed)."""
+    out = _in_interpreter("-c", TRITON_CHECK)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "triton ok" in out.stdout
 
@@ -350,16 +355,9 @@ def test_backward_sweep_variants_match_reference_in_interpreter():
     """benchmarks/triton_backward_sweep.py under Triton's CPU interpreter: both formulations of a pass
     and `closed_backward` (the closure in the kernel, the variant a GPU run times) against float64."""
     import re
-    import subprocess
-    import sys
     from pathlib import Path
 
-    pytest.importorskip("triton")
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "triton_backward_sweep.py"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "ORDERLIB_FUSED": "0"}
-    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
-    if out.returncode and "only 0-dimensional arrays can be converted to Python scalars" in out.stderr:
-        pytest.xfail("this Triton's interpreter does not run under this numpy (int() of an array)")
+    out = _in_interpreter(str(Path(__file__).resolve().parents[1] / "benchmarks" / "triton_backward_sweep.py"))
     assert out.returncode == 0, out.stderr[-3000:]
     errors = [float(v) for v in re.findall(r"(?:error / largest gradient|with NaN inputs): ([0-9.e+-]+)", out.stdout)]
     assert len(errors) == 4, out.stdout
