@@ -61,6 +61,7 @@ CASES = [
     ("Gumbel box embeddings", {"beta": 0.1}),
     ("order-embeddings (bilinear)", {}),  # dense W and b: gradient from the kernel, torch Adam's step
     ("order-embeddings (bilinear)", {"loss": "max_margin", "margin": 0.5}),
+    ("order-embeddings (bilinear)", {"linear": True}),  # a constant column, reset with its moments each step
     ("Poincaré embeddings", {"init_range": 0.3}),  # Riemannian Adam on the ball, softmax ranking loss
     ("hyperbolic entailment cones", {"margin": 0.01}),
     ("hyperbolic entailment cones", {"K": 0.3, "margin": 0.5}),

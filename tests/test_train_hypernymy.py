@@ -104,3 +104,31 @@ def test_init_is_copied_constrained_and_part_of_the_checkpoint_key(data, tmp_pat
     b = {"emb.weight": a["emb.weight"] + 0.5}
     assert not train_concept_model(data, cfg, checkpoint=ckpt, progress=False, init=b).resumed
     assert not train_concept_model(data, cfg, checkpoint=ckpt, progress=False).resumed
+
+
+def test_bilinear_linear_term_hand_case():
+    """[x_u; 1]^T W [x_v; 1] + b = x_u^T W' x_v + a . x_u + c . x_v + W_DD + b (Socher et al.'s V [x_u; x_v])."""
+    from orderlib.encoders.concepts import build_concept_model
+
+    m = build_concept_model("order-embeddings (bilinear)", 3, 2, 0, linear=True)
+    assert m.emb.weight.shape == (3, 3) and m.w.shape == (3, 3) and (m.emb.weight[:, -1] == 1).all()
+    with torch.no_grad():
+        m.emb.weight.copy_(torch.tensor([[1.0, 2.0, 1.0], [3.0, -1.0, 1.0], [0.0, 0.0, 1.0]]))
+        m.w.copy_(torch.tensor([[1.0, 0.5, 2.0], [0.0, -1.0, 3.0], [4.0, 5.0, 6.0]]))
+        m.b.fill_(0.25)
+    # u = (1, 2), v = (3, -1): u^T W' v = 1*(3 - 0.5) + 2*(0 + 1) = 4.5; a . u = 2 + 6 = 8; c . v = 12 - 5 = 7
+    assert m.energy(torch.tensor([0]), torch.tensor([1])).item() == pytest.approx(-(4.5 + 8 + 7 + 6 + 0.25))
+    block = m.constrain("emb.weight", torch.full((2, 3), 7.0))
+    assert block[:, -1].tolist() == [1.0, 1.0] and (block[:, :-1] == 7).all()
+    plain = build_concept_model("order-embeddings (bilinear)", 3, 2, 0)
+    assert plain.emb.weight.shape == (3, 2) and plain.constant_columns() == {}
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "lazy_adam"])
+def test_bilinear_linear_term_column_stays_constant(data, optimizer):
+    cfg = HypernymyConfig(model="order-embeddings (bilinear)", dim=6, epochs=3, batch=16, lr=0.05, patience=3,
+                          optimizer=optimizer, model_kwargs={"linear": True})
+    r = train_concept_model(data, cfg, progress=False)
+    w = r.model.emb.weight
+    assert (w[:, -1] == 1).all() and w[:, :-1].std() > 0
+    assert r.model.w[:-1, -1].abs().max() > 0.05  # the linear weights a moved off their ~0.01 start

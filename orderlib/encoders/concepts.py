@@ -41,6 +41,11 @@ class ConceptModel(nn.Module):
         """Return rows of table `name` with the model's constraints re-imposed (after a step)."""
         return block
 
+    def constant_columns(self) -> dict[str, int]:
+        """Return {table name: k} for tables whose last k columns are constants held at 1 (an
+        affine term written as a bilinear one); trainers reset them and their moments after a step."""
+        return {}
+
     def fused_energy(self) -> dict | None:
         """Describe the energy for the compiled step (orderlib/training/concept_step.py): its name,
         tables, per-table bounds (the constraint), parameters (concept_step.ENERGIES gives their
@@ -99,21 +104,37 @@ class BilinearEmbedding(ConceptModel):
     """The "bilinear" row: energy -(e_u^T W e_v + b), Socher et al. (2013)'s bilinear model.
 
     A signed score has no zero-penalty anchor, so it trains with Socher et al.'s ranking hinge.
+    `linear=True` adds the linear layer of their neural tensor network, V [e_u; e_v] (Eq. (1) of
+    Socher et al. with one slice and no nonlinearity): each row gets a last column held at 1 and W
+    is (D + 1, D + 1), so [e_u; 1]^T W [e_v; 1] = e_u^T W' e_v + a . e_u + c . e_v + const.
     """
 
     loss = "ranking_hinge"
 
-    def __init__(self, n: int, dim: int = 50, generator=None):
+    def __init__(self, n: int, dim: int = 50, generator=None, linear: bool = False):
         super().__init__()
-        self.emb = nn.Embedding(n, dim)
-        self.w = nn.Parameter(torch.eye(dim))
+        self.linear = bool(linear)
+        width = dim + self.linear
+        self.emb = nn.Embedding(n, width)
+        self.w = nn.Parameter(torch.eye(width))
         self.b = nn.Parameter(torch.zeros(()))
         with torch.no_grad():
             self.emb.weight.normal_(generator=generator).mul_(dim ** -0.5)
-            self.w.add_(0.01 * torch.randn(dim, dim, generator=generator))
+            self.w.add_(0.01 * torch.randn(width, width, generator=generator))
+            if self.linear:
+                self.emb.weight[:, -1] = 1.0
 
     def energy(self, u, v):
         return -(penalties.bilinear_score(self.emb(u), self.w, self.emb(v)) + self.b)
+
+    def constrain(self, name, block):
+        if self.linear and name == "emb.weight":
+            block = block.clone()
+            block[:, -1] = 1.0
+        return block
+
+    def constant_columns(self):
+        return {"emb.weight": 1} if self.linear else {}
 
     def fused_energy(self):
         return {"energy": "bilinear", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)], "params": [],

@@ -89,6 +89,14 @@ class _Stepper:
             raise RuntimeError(f"the compiled step does not apply to {cfg.model!r} with optimizer {cfg.optimizer!r}, "
                                f"loss {loss!r} on {device} ({concept_step_status()})")
         self.fused = concept_step.FusedStep(model, self.rows, loss, cfg.margin) if usable and fused is not False else None
+        self.constant = model.constant_columns() if self.rows is not None else {}  # dense Adam: constrain does it
+
+    def _hold_constants(self, rows: torch.Tensor) -> None:
+        """Reset the model's constant columns on `rows` to 1 and their moments to 0, so that no
+        catch-up moves them (the same on both steps)."""
+        for name, k in self.constant.items():
+            self.rows.tables[name][rows, -k:] = 1.0
+            self.rows.moments[name][rows, :, -k:] = 0.0
 
     def _touched(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (rows, inverse) for idx without a sort: a marker over all concepts."""
@@ -110,6 +118,8 @@ class _Stepper:
         pairs = torch.cat([pos, neg])  # ((1 + K) B, 2): one energy call for both halves
         if self.fused is not None:
             loss = self.fused(pairs, b)  # rows stepped; dense parameters left with their gradient
+            if self.constant:
+                self._hold_constants(pairs.flatten().unique())
             if self.dense is not None:
                 self.dense.step()
             return loss
@@ -127,6 +137,8 @@ class _Stepper:
         loss.backward()
         if self.rows is not None:
             self.rows.step(rows, {k: v.grad for k, v in local.items()}, self.model.constrain)
+            if self.constant:
+                self._hold_constants(rows)
         if self.dense is not None:
             self.dense.step()
         if self.rows is None:
