@@ -65,13 +65,7 @@ def rows_of(results: list[dict], block: str) -> list[dict]:
                  epochs=r["config"]["epochs"], patience=r["config"]["patience"], seed=str(r["seed"]), metric=m,
                  paper=PAPER if m == "test accuracy (%)" else None, ours=exp._r2(r[k]), sd=None, n_seeds=None)
             for r in results for m, k in METRICS.items()]
-    df = pd.DataFrame(rows)
-    for _, g in df.groupby(["split", "variant", "lr", "metric"], sort=False):
-        if len(g) > 1:
-            mean, sd = exp._mean_sd(list(g.ours))
-            rows.append({**g.iloc[0].to_dict(), "seed": "mean", "ours": exp._r2(mean), "sd": exp._r2(sd),
-                         "n_seeds": len(g)})
-    return rows
+    return exp.with_seed_means(rows, ["split", "variant", "lr", "metric"])
 
 
 def main() -> None:
@@ -103,7 +97,8 @@ def main() -> None:
                  for j in variant_jobs(cfg, s, paths.checkpoints, [(v, chosen[s, v][0])], args.seeds)], workers)
     blocks = [(f"lr grid, seed {seed0}", grid), ("chosen lr over seeds", final)]
     df = pd.DataFrame([row for name, results in blocks for row in rows_of(results, name)])
-    models = {f"{exp.SETTINGS[r['setting']][1]} split, {r['variant']}: lr {r['config']['lr']:g}, seed {r['seed']}, {len(r['history'])} epochs":
+    models = {f"{exp.SETTINGS[r['setting']][1]} split, {r['variant']}: lr {r['config']['lr']:g}, "
+              f"seed {r['seed']}, {len(r['history'])} epochs":
               model_record(r["seconds"], r["trained_at"], r["resumed"], best_epoch=r["best_epoch"])
               for r in grid + final}
     notes = (f"Table 1's bilinear row and variants on its paper protocol, splits "
@@ -113,8 +108,8 @@ def main() -> None:
              f"{cfg['models'][BILINEAR]['patience']}, epoch and threshold chosen on dev. 'linear layer': the linear "
              f"term V [e_u; e_v] of Socher et al.'s neural tensor network (a column held at 1 on every row, W one "
              f"larger); '100-d': their dimension (Table 1 is 50-d). Each variant's Adam lr chosen on dev at seed "
-             f"{seed0} from {args.lrs} per split (block 'lr grid'), then trained over seeds {args.seeds}. 'paper' is Vendrov "
-             f"et al.'s 86.3 for the bilinear row. A measurement beside Table 1, not a row of it.")
+             f"{seed0} from {args.lrs} per split (block 'lr grid'), then trained over seeds {args.seeds}. 'paper' is "
+             f"Vendrov et al.'s 86.3 for the bilinear row. A measurement beside Table 1, not a row of it.")
     meta = {"preset": args.preset, "seed": args.seeds, "split_seed": cfg["split_seed"], "settings": args.settings,
             "device": device_description("cpu"), "workers": workers, "git_commit": commit,
             "data_source": f"WordNet {graph.version} ({graph.source})", "data_fingerprint": graph.fingerprint,

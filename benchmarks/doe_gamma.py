@@ -53,13 +53,7 @@ def rows_of(results: list[dict], block: str) -> list[dict]:
                  published=exp.PUBLISHED_LATER[exp.DOE] if m == "test accuracy (%)" else None, ours=r[k],
                  sd=None, n_seeds=None)
             for r in results for m, k in METRICS.items()]
-    df = pd.DataFrame(rows)
-    for _, g in df.groupby(["negatives", "gamma", "metric"], sort=False):
-        if len(g) > 1:
-            mean, sd = exp._mean_sd(list(g.ours))
-            rows.append({**g.iloc[0].to_dict(), "seed": "mean", "ours": exp._r2(mean), "sd": exp._r2(sd),
-                         "n_seeds": len(g)})
-    return rows
+    return exp.with_seed_means(rows, ["negatives", "gamma", "metric"])
 
 
 def main() -> None:

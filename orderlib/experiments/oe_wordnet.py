@@ -402,6 +402,17 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else float("nan")
 
 
+def with_seed_means(rows: list[dict], by: list[str]) -> list[dict]:
+    """Return long-format rows (one per seed, a column "ours") followed by, for each group of `by`
+    with two or more rows, its mean over them (seed "mean", rounded, with sd (n-1) and n_seeds)."""
+    out = list(rows)
+    for _, g in pd.DataFrame(rows).groupby(by, sort=False):
+        if len(g) > 1:
+            mean, sd = _mean_sd(list(g.ours))
+            out.append({**g.iloc[0].to_dict(), "seed": "mean", "ours": _r2(mean), "sd": _r2(sd), "n_seeds": len(g)})
+    return out
+
+
 def table(run: dict, setting: str) -> pd.DataFrame:
     """Long-format Table 1 of one setting: per method and metric the mean over seeds (seed 'mean',
     with sd and n_seeds), then one row per seed; numbers rounded to 2 decimals."""

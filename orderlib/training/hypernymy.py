@@ -119,7 +119,7 @@ class _Stepper:
         if self.fused is not None:
             loss = self.fused(pairs, b)  # rows stepped; dense parameters left with their gradient
             if self.constant:
-                self._hold_constants(pairs.flatten().unique())
+                self._hold_constants(self._touched(pairs.flatten())[0])
             if self.dense is not None:
                 self.dense.step()
             return loss
