@@ -131,3 +131,26 @@ def test_table1_auto_device_stays_on_the_cpu_where_the_compiled_step_builds(monk
     assert X.resolve_device("auto").type == "cuda"  # no compiled step: the GPU's PyTorch step
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert X.resolve_device("auto").type == "cpu"
+
+
+def test_doe_selection_reads_the_authors_log_and_applies_each_rule(tmp_path, benchmark_module):
+    B = benchmark_module("doe_selection")
+    log = tmp_path / "hyp_prediction.log"
+    log.write_text("{\n  lr : 0.01\n}\nEpoch 1 Batch 10 Error 5.0\t\n"
+                   "Number of positives, negatives, tp, tn: 4000 4000 1 2\t\n"
+                   "Best accuracy 0.70 at threshold 29739.75\t\ncontrastive_trans_s1-1 Accuracy 0.68\t\n"
+                   "Epoch 2 Batch 20 Error 4.0\t\nBest accuracy 0.90 at threshold 100.5\t\n"
+                   "contrastive_trans_s1-1 Accuracy 0.85\t\nEpoch 3 Batch 30 Error 3.0\t\n"
+                   "Best accuracy 0.80 at threshold 90\t\ncontrastive_trans_s1-1 Accuracy 0.91\t\n")
+    recs = B.read_authors_log(log)
+    assert [(r["epoch"], round(r["dev"], 6), round(r["test"], 6)) for r in recs] == [(0, 70, 68), (1, 90, 85), (2, 80, 91)]
+    rows = {r["metric"]: r for r in B.rows_of(recs, "their command", "authors", "1234")}
+    assert rows["test accuracy, evaluation chosen on dev (%)"]["ours"] == pytest.approx(85)
+    assert rows["test accuracy, evaluation chosen on dev (%)"]["chosen_epoch"] == 2
+    assert rows["test accuracy, evaluation chosen on test (their rule) (%)"]["ours"] == pytest.approx(91)
+    assert rows["test accuracy at the last evaluation (%)"]["ours"] == pytest.approx(91)
+    assert rows["evaluations"]["ours"] == 3
+    assert not any("epoch chosen" in m for m in rows)  # a log marks no epoch ends
+    (tmp_path / "empty.log").write_text("Epoch 1 Batch 10 Error 5.0\n")
+    with pytest.raises(ValueError, match="empty.log: no 'Best accuracy"):
+        B.read_authors_log(tmp_path / "empty.log")

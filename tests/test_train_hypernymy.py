@@ -132,3 +132,55 @@ def test_bilinear_linear_term_column_stays_constant(data, optimizer):
     w = r.model.emb.weight
     assert (w[:, -1] == 1).all() and w[:, :-1].std() > 0
     assert r.model.w[:-1, -1].abs().max() > 0.05  # the linear weights a moved off their ~0.01 start
+
+
+def test_evaluation_trace_epoch_ends_are_the_trainers_epochs(data):
+    from orderlib.eval.selection import choose_checkpoint
+    from orderlib.training.hypernymy import evaluation_trace
+
+    cfg = HypernymyConfig(model="density order embeddings", dim=6, epochs=6, batch=16, lr=0.05, margin=10.0,
+                          patience=2, model_kwargs={"gamma": 1.0})
+    steps = -(-len(data.train) // cfg.batch)  # per epoch
+    fitted = train_concept_model(data, HypernymyConfig(**{**cfg.__dict__, "patience": cfg.epochs}), progress=False)
+    trace = evaluation_trace(data, cfg, every=10 * steps, progress=False)  # no evaluation inside an epoch
+    assert [r["step"] for r in trace] == [steps * (e + 1) for e in range(cfg.epochs)]
+    assert all(r["epoch_end"] for r in trace)
+    assert [(r["dev"], r["test"]) for r in trace] == [(h["dev_accuracy"], h["test_accuracy"]) for h in fitted.history]
+    # the patience rule picks the epoch train_concept_model's early stopping keeps
+    early = train_concept_model(data, cfg, progress=False)
+    assert choose_checkpoint(trace, epoch_ends_only=True, patience=cfg.patience)["epoch"] == early.best_epoch
+    assert choose_checkpoint(trace, epoch_ends_only=True, patience=cfg.patience)["test"] == early.test_accuracy
+
+
+def test_evaluation_trace_evaluates_every_k_steps(data):
+    from orderlib.training.hypernymy import evaluation_trace
+
+    cfg = HypernymyConfig(model="order-embeddings", dim=6, epochs=2, batch=16, lr=0.05)
+    steps = -(-len(data.train) // cfg.batch)
+    trace = evaluation_trace(data, cfg, every=3, progress=False)
+    mid = [r["step"] for r in trace if not r["epoch_end"]]
+    assert mid == [s for s in range(3, 2 * steps + 1, 3) if s not in (steps, 2 * steps)]
+    assert [r["step"] for r in trace if r["epoch_end"]] == [steps, 2 * steps]
+    assert [r["epoch"] for r in trace] == sorted(r["epoch"] for r in trace)
+    assert all(0 <= r["test"] <= 100 for r in trace)
+    with pytest.raises(ValueError, match="positive number of steps"):
+        evaluation_trace(data, cfg, every=0, progress=False)
+
+
+def test_choose_checkpoint_rules():
+    from orderlib.eval.selection import choose_checkpoint
+
+    recs = [dict(epoch=e, epoch_end=end, dev=d, test=t) for e, end, d, t in [
+        (0, False, 50, 1), (0, True, 60, 2), (1, False, 70, 3), (1, True, 60, 4), (2, True, 60, 5),
+        (3, True, 65, 6), (4, False, 90, 7), (4, True, 80, 8)]]
+    assert choose_checkpoint(recs)["test"] == 7  # every evaluation, the highest dev
+    assert choose_checkpoint(recs, by="test")["test"] == 8
+    assert choose_checkpoint(recs, epoch_ends_only=True)["test"] == 8
+    assert choose_checkpoint(recs, epoch_ends_only=True, epochs=4)["test"] == 6
+    # epoch 1 and 2 do not beat epoch 0 (ties keep the first); patience 2 stops at epoch 2
+    assert choose_checkpoint(recs, epoch_ends_only=True, patience=2)["test"] == 2
+    assert choose_checkpoint(recs, epoch_ends_only=True, patience=3)["test"] == 8
+    with pytest.raises(ValueError, match="patience counts epochs"):
+        choose_checkpoint(recs, patience=2)
+    with pytest.raises(ValueError, match="no evaluation records"):
+        choose_checkpoint(recs, epochs=0)

@@ -212,7 +212,8 @@ def extra_negatives(kind: str, data: HypernymyData, pos: np.ndarray, rng: np.ran
 
 
 def train_epoch(stepper: _Stepper, data: HypernymyData, cfg: HypernymyConfig, epoch: int, device,
-                progress: bool, siblings: _Siblings | None = None) -> float:
+                progress: bool, siblings: _Siblings | None = None, after_step=None) -> float:
+    """Run one epoch of steps; return the mean batch loss. `after_step()`, if given, runs after each step."""
     rng = np.random.default_rng([cfg.seed, epoch])
     pos = data.epoch_positives(rng, cfg.train_fraction)  # (P, 2)
     negs = [data.train_negatives(rng, pos)]
@@ -228,6 +229,8 @@ def train_epoch(stepper: _Stepper, data: HypernymyData, cfg: HypernymyConfig, ep
         neg = neg_t[:, i:i + cfg.batch].reshape(-1, 2)  # (K * B, 2), kind-major
         total += stepper.step(loss_fn, pos_t[i:i + cfg.batch], neg)
         steps += 1
+        if after_step is not None:
+            after_step()
     return total / max(1, steps)
 
 
@@ -274,3 +277,46 @@ def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
     model.eval()
     ev = evaluate(model, data, device)
     return ThresholdResult.of(model, fitted, ev)
+
+
+def evaluation_trace(data: HypernymyData, cfg: HypernymyConfig, every: int, device="cpu", progress: bool = True,
+                     fused: bool | None = None) -> list[dict]:
+    """Train `cfg` for all `cfg.epochs` epochs (no early stopping) and evaluate every `every` steps
+    and after each epoch, as Athiwaratkun & Wilson's main.lua did (eval_freq 100: tau chosen on dev,
+    test accuracy at that tau). Return one record per evaluation: step, epoch, epoch_end, dev, test.
+
+    Initialisation and negatives are train_concept_model's for the same cfg; the mid-epoch flushes
+    move the trajectory only at float rounding (lazy Adam's catch-up is exact up to summation order).
+    """
+    if every < 1:
+        raise ValueError(f"every must be a positive number of steps, got {every}")
+    device = torch.device(device)
+    model = build_concept_model(cfg.model, data.n_nodes, cfg.dim, cfg.seed, **cfg.model_kwargs).to(device)
+    stepper = _Stepper(model, cfg, device, fused)
+    siblings = _Siblings(data) if "sibling" in cfg.negatives else None
+    records, step, epoch = [], 0, 0
+
+    def record(epoch_end: bool) -> None:
+        if epoch_end and records and records[-1]["step"] == step:  # evaluated at this very step already
+            records[-1]["epoch_end"] = True
+            return
+        stepper.flush()
+        model.eval()
+        ev = evaluate(model, data, device)
+        model.train()
+        records.append({"step": step, "epoch": epoch, "epoch_end": epoch_end, "dev": ev["dev_accuracy"],
+                        "test": ev["test_accuracy"]})
+
+    def after_step() -> None:
+        nonlocal step
+        step += 1
+        if step % every == 0:
+            record(False)
+
+    bar = tqdm(range(cfg.epochs), desc=f"{cfg.model} (evaluated every {every} steps)", disable=not progress)
+    for epoch in bar:
+        model.train()
+        train_epoch(stepper, data, cfg, epoch, device, False, siblings, after_step)
+        record(True)
+    model.eval()
+    return records
