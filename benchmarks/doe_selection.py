@@ -196,7 +196,7 @@ def main() -> None:
     log_meta = None
     if args.authors_log:
         records = read_authors_log(args.authors_log)
-        rows += rows_of(records, "their command", "authors", "1234 (theirs)",
+        rows += rows_of(records, "their command", SPLITS[THEIR_SPLIT], "1234 (theirs)",
                         "density order embeddings (the authors' released run, read from its log)")
         log_meta = {"file": args.authors_log.name, "sha256": hashlib.sha256(args.authors_log.read_bytes()).hexdigest(),
                     "source": "github.com/benathi/density-order-emb, log/hyp_prediction.log (commit a512f3f)",
