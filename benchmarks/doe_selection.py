@@ -34,8 +34,6 @@ from pathlib import Path
 import pandas as pd
 
 from orderlib.checkpoint import atomic_write_text, code_version, fingerprint, load_checkpoint
-from orderlib.data.hypernymy import authors_split
-from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
 from orderlib.eval.selection import choose_checkpoint
 from orderlib.experiments import oe_wordnet as exp
 from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
@@ -47,10 +45,9 @@ SCHEDULES = {  # name -> Table 1 row overrides
     "Table 1's settings": dict(lr=0.001, model_kwargs={"gamma": 100.0}, epochs=40, patience=5),
     "their command": dict(lr=0.01, model_kwargs={"gamma": 225.0}, epochs=20, patience=5),
 }
-THEIR_SPLIT = "paper, Athiwaratkun & Wilson's split"
-# setting -> split label; theirs: Vendrov et al.'s createDatasets.lua procedure (which their repository
-# keeps) on WordNet 3.0, whose 84,427 edges and 837,888 listed pairs their script's comments give
-SPLITS = {"paper": "ours", "paper, authors' split": "authors", THEIR_SPLIT: "theirs (WordNet 3.0)"}
+THEIR_SPLIT = "paper, Athiwaratkun & Wilson's split"  # exp.SETTINGS: createDatasets.lua on their WordNet 3.0
+SPLITS = {  # setting -> split label
+    "paper": "ours", "paper, authors' split": "authors", THEIR_SPLIT: "theirs (WordNet 3.0)"}
 TABLE1_TRAINER = "test accuracy, Table 1's trainer: evaluated after each epoch only, patience 5 (%)"
 PUBLISHED = 92.3  # Athiwaratkun & Wilson (ICLR 2018), Table 1: the best test accuracy over evaluations
 RULES = {  # metric -> (selection keyword arguments, what is read off the chosen evaluation)
@@ -62,15 +59,9 @@ RULES = {  # metric -> (selection keyword arguments, what is read off the chosen
 
 
 def split_data(preset: str, setting: str):
-    """Return (preset config, data, WordNet graph) of one setting; THEIR_SPLIT is the authors' split
-    procedure (orderlib.data.hypernymy.authors_split) on WordNet 3.0."""
-    if setting == THEIR_SPLIT:
-        cfg = exp.PRESETS[preset]
-        ensure_wordnet("3.0")
-        graph = load_noun_graph("3.0")
-        return cfg, authors_split(graph, cfg["n_test"], cfg["n_dev"]), graph
+    """Return (preset config, data, WordNet graph) of one setting of oe_wordnet.SETTINGS."""
     cfg, graph, _ = exp.load_setting(preset, setting, 1)
-    return cfg, exp._DATA[setting], graph
+    return cfg, exp._DATA[setting], exp.setting_graph(graph, setting)
 
 
 def trace_job(setting: str, preset: str, overrides: dict, seed: int, every: int, cache: str) -> dict:

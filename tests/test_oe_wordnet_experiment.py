@@ -11,6 +11,10 @@ def test_settings_follow_protocols_and_split():
     assert X.settings(["paper", "clean"], "both") == ["paper", "paper, authors' split", "clean"]
     assert X.settings(["paper", "clean"], "authors") == ["paper, authors' split"]
     assert X.settings(["clean"], "ours") == ["clean"]
+    their = "paper, Athiwaratkun & Wilson's split"
+    assert X.settings(["paper", "clean"], "athiwaratkun") == [their]
+    assert X.settings(["paper", "clean"], "all") == ["paper", "paper, authors' split", their, "clean"]
+    assert X.settings(["clean"], "athiwaratkun") == []
     with pytest.raises(ValueError, match="SPLIT"):
         validate(X.PARAMETERS, SPLIT="theirs")
     with pytest.raises(ValueError, match="WORKERS"):
@@ -154,3 +158,18 @@ def test_doe_selection_reads_the_authors_log_and_applies_each_rule(tmp_path, ben
     (tmp_path / "empty.log").write_text("Epoch 1 Batch 10 Error 5.0\n")
     with pytest.raises(ValueError, match="empty.log: no 'Best accuracy"):
         B.read_authors_log(tmp_path / "empty.log")
+
+
+def test_athiwaratkun_split_is_createdatasets_on_wordnet_30(real_wordnet):
+    """Their split: the authors' split code on WordNet 3.0, whose counts their script's comments give."""
+    from orderlib.data.wordnet import load_noun_graph
+
+    g31 = load_noun_graph("3.1")
+    setting = "paper, Athiwaratkun & Wilson's split"
+    assert X.setting_graph(g31, "paper") is g31
+    g = X.setting_graph(g31, setting)
+    assert (g.version, len(g.names), g.n_edges) == ("3.0", 82115, 84427)
+    d = X.setting_data(g31, setting, X.PRESETS["full"])
+    assert d.stats["listed pairs"] == 837888 and d.split == "authors"
+    assert (len(d.test), len(d.dev), d.n_nodes) == (8000, 8000, 82115)
+    assert round(X.closure_accuracy(d), 2) == 87.70  # oe_table1_doe_selection's closure row

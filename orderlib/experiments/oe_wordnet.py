@@ -57,8 +57,15 @@ BEST_PUBLISHED = 92.3  # density order embeddings (Athiwaratkun & Wilson, 2018),
 SETTINGS = {  # setting -> (protocol, split)
     "paper": ("paper", "ours"),
     "paper, authors' split": ("paper", "authors"),
+    "paper, Athiwaratkun & Wilson's split": ("paper", "athiwaratkun"),
     "clean": ("clean", "ours"),
 }
+# Athiwaratkun & Wilson's split (density order embeddings' 92.3): Vendrov et al.'s createDatasets.lua,
+# which their repository keeps, run on the WordNet their preprocessing read (NLTK's 3.0: 84,427 edges,
+# 837,888 listed pairs, the counts their script's comments give)
+ATHIWARATKUN_WORDNET = "3.0"
+SPLITS = {"ours": ["ours"], "authors": ["authors"], "athiwaratkun": ["athiwaratkun"],
+          "both": ["ours", "authors"], "all": ["ours", "authors", "athiwaratkun"]}  # SPLIT -> splits
 
 # What each of our rows is, beside the paper's, so a gap can be read (shown in the notebook and reports).
 ROW_NOTES = {
@@ -168,7 +175,7 @@ PRESETS = {
 
 # Notebook parameters and their valid values (orderlib.params.validate).
 PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "PROTOCOLS": subset_of(["paper", "clean"]),
-              "SPLIT": one_of(["ours", "authors", "both"]), "WORKERS": workers,
+              "SPLIT": one_of(list(SPLITS)), "WORKERS": workers,
               "PROGRESS": boolean}
 
 
@@ -195,9 +202,10 @@ def resolve_workers(workers, device) -> int:
 
 def settings(protocols: list[str], split: str = "both") -> list[str]:
     """Return the settings a notebook run covers: every (protocol, split) that exists, where split is
-    "ours", "authors" (the paper protocol on the authors' split; clean has no authors' split) or "both"."""
-    splits = ["ours", "authors"] if split == "both" else [split]
-    return [s for s, (p, sp) in SETTINGS.items() if p in protocols and sp in splits]
+    a key of SPLITS: "ours", "authors" (the paper protocol on Vendrov et al.'s own split; clean has no
+    authors' split), "athiwaratkun" (the paper protocol on Athiwaratkun & Wilson's), "both" (ours and
+    authors) or "all"."""
+    return [s for s, (p, sp) in SETTINGS.items() if p in protocols and sp in SPLITS[split]]
 
 
 def slug(text: str) -> str:
@@ -206,11 +214,20 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
 
 
+def setting_graph(graph: NounGraph, setting: str) -> NounGraph:
+    """Return the WordNet graph a setting is drawn from: `graph` (the preset's), or for Athiwaratkun &
+    Wilson's split the WordNet they read (ATHIWARATKUN_WORDNET), installed if missing."""
+    if SETTINGS[setting][1] != "athiwaratkun" or graph.version == ATHIWARATKUN_WORDNET:
+        return graph
+    ensure_wordnet(ATHIWARATKUN_WORDNET)
+    return load_noun_graph(ATHIWARATKUN_WORDNET)
+
+
 def setting_data(graph: NounGraph, setting: str, cfg: dict) -> HypernymyData:
-    """Build the train / dev / test data of one setting."""
+    """Build the train / dev / test data of one setting (`graph`: the preset's WordNet)."""
     protocol, split = SETTINGS[setting]
-    if split == "authors":
-        return authors_split(graph, cfg["n_test"], cfg["n_dev"])
+    if split in ("authors", "athiwaratkun"):  # the same createDatasets.lua, on their WordNet each
+        return authors_split(setting_graph(graph, setting), cfg["n_test"], cfg["n_dev"])
     return make_splits(graph.parents, protocol, cfg["n_test"], cfg["n_dev"], cfg["split_seed"])
 
 
