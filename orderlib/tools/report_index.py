@@ -37,7 +37,7 @@ REPORTS = {
                                     "real WordNet 3.1, full scale"),
     "oe_table1_doe_selection": ("Vendrov et al. 2016", "Table 1's density order embeddings under the authors' "
                                 "checkpoint selection and Table 1's (measurement)", "benchmarks/doe_selection.py", [],
-                                "real WordNet 3.1, full scale"),
+                                "real WordNet 3.1 and 3.0 (their split), full scale"),
     "bench_concept_step": ("Vendrov et al. 2016", "Table 1's compiled training step for table models (benchmark)",
                            "benchmarks/concept_step.py", [], "real WordNet 3.1, full scale"),
     "bench_huge_pages": ("Vendrov et al. 2016", "Table 1's table rows on 4 KB pages vs 2 MB huge pages (benchmark)",
