@@ -50,18 +50,18 @@ SPLITS = {  # setting -> split label
     "paper": "ours", "paper, authors' split": "authors", THEIR_SPLIT: "theirs (WordNet 3.0)"}
 TABLE1_TRAINER = "test accuracy, Table 1's trainer: evaluated after each epoch only, patience 5 (%)"
 PUBLISHED = 92.3  # Athiwaratkun & Wilson (ICLR 2018), Table 1: the best test accuracy over evaluations
-RULES = {  # metric -> (selection keyword arguments, what is read off the chosen evaluation)
-    "test accuracy, epoch chosen on dev, patience 5 (Table 1) (%)": (dict(epoch_ends_only=True, patience=5), "test"),
-    "test accuracy, evaluation chosen on dev (%)": (dict(), "test"),
-    "test accuracy, epoch chosen on test (%)": (dict(epoch_ends_only=True, by="test"), "test"),
-    "test accuracy, evaluation chosen on test (their rule) (%)": (dict(by="test"), "test"),
+RULES = {  # metric -> selection keyword arguments (choose_checkpoint); the chosen evaluation's test accuracy
+    "test accuracy, epoch chosen on dev, patience 5 (Table 1) (%)": dict(epoch_ends_only=True, patience=5),
+    "test accuracy, evaluation chosen on dev (%)": dict(),
+    "test accuracy, epoch chosen on test (%)": dict(epoch_ends_only=True, by="test"),
+    "test accuracy, evaluation chosen on test (their rule) (%)": dict(by="test"),
 }
 
 
 def split_data(preset: str, setting: str):
     """Return (preset config, data, WordNet graph) of one setting of oe_wordnet.SETTINGS."""
-    cfg, graph, _ = exp.load_setting(preset, setting, 1)
-    return cfg, exp._DATA[setting], exp.setting_graph(graph, setting)
+    cfg, graph, _ = exp.load_setting(preset, setting, 1)  # graph: the setting's WordNet
+    return cfg, exp._DATA[setting], graph
 
 
 def trace_job(setting: str, preset: str, overrides: dict, seed: int, every: int, cache: str) -> dict:
@@ -124,12 +124,12 @@ def rows_of(records: list[dict], schedule: str, split: str, seed: str, method: s
     the number of evaluations."""
     base = dict(method=method, schedule=schedule, split=split, seed=seed, paper=None)
     rows = []
-    for metric, (kw, field) in RULES.items():
+    for metric, kw in RULES.items():
         if kw.get("epoch_ends_only") and not any(r["epoch_end"] for r in records):
             continue  # their log marks no epoch ends
         chosen = choose_checkpoint(records, **kw)
         rows.append({**base, "metric": metric, "published": PUBLISHED if "their rule" in metric else None,
-                     "ours": chosen[field], "chosen_epoch": chosen["epoch"] + 1})
+                     "ours": chosen["test"], "chosen_epoch": chosen["epoch"] + 1})
     rows.append({**base, "metric": "test accuracy at the last evaluation (%)", "published": None,
                  "ours": records[-1]["test"], "chosen_epoch": records[-1]["epoch"] + 1})
     rows.append({**base, "metric": "evaluations", "published": None, "ours": len(records), "chosen_epoch": None})
@@ -178,8 +178,7 @@ def main() -> None:
                          metric="test accuracy (%)", published=None, ours=exp.closure_accuracy(data),
                          chosen_epoch=None))
         sources[SPLITS[setting]] = {"data_source": f"WordNet {g.version} ({g.source})",
-                                    "data_fingerprint": g.fingerprint,
-                                    **{k: float(v) if isinstance(v, float) else v for k, v in data.stats.items()}}
+                                    "data_fingerprint": g.fingerprint, **data.stats}
     for r in rows:  # a mean row's chosen epoch: the mean over its seeds
         if r["seed"] == "mean" and r["metric"] != "evaluations":
             r["chosen_epoch"] = round(sum(x["chosen_epoch"] for x in rows if x["seed"] not in ("mean",) and all(

@@ -242,12 +242,12 @@ _DATA: dict[str, HypernymyData] = {}  # this process's data by setting (filled b
 
 
 def load_setting(preset: str, setting: str, workers="auto") -> tuple[dict, NounGraph, int]:
-    """Install and load WordNet for `preset`, put `setting`'s data where run_jobs' workers find it,
-    and resolve `workers` ("auto" or a count, as a string from a command line too); for scripts
-    that run jobs of one setting (benchmarks/)."""
+    """Install and load the WordNet `setting` is drawn from (setting_graph), put `setting`'s data
+    where run_jobs' workers find it, and resolve `workers` ("auto" or a count, as a string from a
+    command line too); for scripts that run jobs of one setting (benchmarks/)."""
     cfg = PRESETS[preset]
     ensure_wordnet(cfg["wordnet"])
-    graph = load_noun_graph(cfg["wordnet"])
+    graph = setting_graph(load_noun_graph(cfg["wordnet"]), setting)
     _DATA.clear()
     _DATA[setting] = setting_data(graph, setting, cfg)
     return cfg, graph, resolve_workers(workers if workers == "auto" else int(workers), "cpu")
@@ -392,8 +392,10 @@ def run_table1(graph: NounGraph, cfg: dict, settings_: list[str], device="cpu", 
     t0 = time.perf_counter()
     out = {s: {"results": {}, "grids": {}} for s in settings_}
     _DATA.clear()
-    for s in settings_:  # the data, the closure baseline (no learning) and the data facts
-        data = _DATA[s] = setting_data(graph, s, cfg)
+    for s in settings_:  # the data, the closure baseline (no learning), the data facts and source
+        g = setting_graph(graph, s)
+        data = _DATA[s] = setting_data(g, s, cfg)
+        out[s]["wordnet"] = {"version": g.version, "source": g.source, "fingerprint": g.fingerprint}
         out[s]["closure"] = closure_accuracy(data)
         out[s]["facts"] = data.stats
     chosen: dict[str, dict[str, dict]] = {s: {} for s in settings_}  # setting -> method -> overrides
