@@ -14,6 +14,7 @@ def test_settings_follow_protocols_and_split():
     their = "paper, Athiwaratkun & Wilson's split"
     assert X.settings(["paper", "clean"], "athiwaratkun") == [their]
     assert X.settings(["paper", "clean"], "all") == ["paper", "paper, authors' split", their, "clean"]
+    assert X.settings(["paper", "clean"]) == X.settings(["paper", "clean"], "all")  # the default: every split
     assert X.settings(["clean"], "athiwaratkun") == []
     with pytest.raises(ValueError, match="SPLIT"):
         validate(X.PARAMETERS, SPLIT="theirs")
