@@ -92,6 +92,23 @@ def test_table_reports_mean_sd_and_each_seed_rounded():
     assert g.loc["density order embeddings"].se == round(math.sqrt(1 / 3), 2)
 
 
+def test_model_records_give_each_seed_runs_training_provenance():
+    from orderlib.reports import training_provenance
+
+    run = _fake_run()
+    doe = run["settings"]["paper"]["results"]["density order embeddings"]
+    doe[0].update(resumed=True, trained_at="old", seconds=2.5)  # a dev grid's run, loaded from its checkpoint
+    for rs in run["settings"]["paper"]["results"].values():
+        for x in rs:
+            x.setdefault("trained_at", "abc")
+    recs = X.model_records(run, ["paper"])
+    assert len(recs) == 6 and recs["paper / density order embeddings / seed 0"]["loaded_from_checkpoint"]
+    assert sum(not r["loaded_from_checkpoint"] for r in recs.values()) == 5
+    block = training_provenance(recs, "abc")
+    assert block["train_seconds_total"] == 7.5 and block["trained_at_other_commit"] == [
+        "paper / density order embeddings / seed 0"]
+
+
 def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_path, benchmark_module):
     B, cfg = benchmark_module("doe_gamma"), X.PRESETS["full"]
     jobs = B.point_jobs(cfg, "paper", [0, 1], 0.001, [100.0, 50.0], {}, tmp_path)

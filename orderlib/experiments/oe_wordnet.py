@@ -32,6 +32,7 @@ from orderlib.data.hypernymy import HypernymyData, authors_split, make_splits, t
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph
 from orderlib.encoders.hyperbolic import init_from_poincare
 from orderlib.params import boolean, device, one_of, subset_of, workers
+from orderlib.reports import model_record
 from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
 from orderlib.training.workers import huge_pages_for_children
@@ -436,6 +437,15 @@ def with_seed_means(rows: list[dict], by: list[str]) -> list[dict]:
             mean, sd = _mean_sd(list(g.ours))
             out.append({**g.iloc[0].to_dict(), "seed": "mean", "ours": _r2(mean), "sd": _r2(sd), "n_seeds": len(g)})
     return out
+
+
+def model_records(run: dict, settings: list[str]) -> dict[str, dict]:
+    """Per model of the tables (every learned row, seed and setting in `settings`; not the dev grids'
+    runs): reports.model_record each, for the .meta.json's `training` block. A seed-0 run that a dev
+    grid already trained in this run counts as loaded from its checkpoint."""
+    return {f"{s} / {m} / seed {x['seed']}": model_record(x["seconds"], x.get("trained_at"), x["resumed"],
+                                                          epochs_run=x["epochs_run"])
+            for s in settings for m, rs in run["settings"][s]["results"].items() for x in rs}
 
 
 def table(run: dict, setting: str) -> pd.DataFrame:
