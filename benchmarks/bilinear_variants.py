@@ -23,7 +23,7 @@ import time
 import pandas as pd
 
 from orderlib.experiments import oe_wordnet as exp
-from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
+from orderlib.reports import device_description, git_commit, training_provenance, write_table
 from orderlib.runs import run_paths
 
 BILINEAR = "order-embeddings (bilinear)"
@@ -99,8 +99,7 @@ def main() -> None:
     df = pd.DataFrame([row for name, results in blocks for row in rows_of(results, name)])
     models = {f"{exp.SETTINGS[r['setting']][1]} split, {r['variant']}: lr {r['config']['lr']:g}, "
               f"seed {r['seed']}, {len(r['history'])} epochs":
-              model_record(r["seconds"], r["trained_at"], r["resumed"], best_epoch=r["best_epoch"])
-              for r in grid + final}
+              exp.run_record(r) for r in grid + final}
     notes = (f"Table 1's bilinear row and variants on its paper protocol, splits "
              f"{[exp.SETTINGS[s][1] for s in args.settings]} ({args.preset} preset: WordNet {graph.version}, 4,000 "
              f"test and 4,000 dev pairs, the notebook's splits and trainer): ranking hinge, "

@@ -27,7 +27,7 @@ import pandas as pd
 
 from orderlib.experiments import oe_wordnet as exp
 from orderlib.kernels import concept_step_status
-from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
+from orderlib.reports import device_description, git_commit, training_provenance, write_table
 from orderlib.runs import run_paths
 
 METHODS = ["order-embeddings", "order-embeddings (symmetric)", "order-embeddings (bilinear)", exp.DOE, "box embeddings",
@@ -96,8 +96,7 @@ def main() -> None:
     results = exp.run_jobs(jobs, workers)
     df = pd.DataFrame(rows_of(jobs, results))
     models = {f"{r['method']}, seed {r['seed']}, {STEPS[j['fused']]}":
-              model_record(r["seconds"], r["trained_at"], r["resumed"], best_epoch=r["best_epoch"])
-              for j, r in zip(jobs, results)}
+              exp.run_record(r) for j, r in zip(jobs, results)}
     notes = (f"Notebook 01's {SETTING!r} setting ({args.preset} preset: WordNet {graph.version}, the notebook's "
              f"split, 50-d, batch 500 + 500, its schedule and early stopping on dev; density order embeddings and "
              f"bilinear at the notebook's dev choices {chosen_overrides(exp.DOE)} and "

@@ -23,7 +23,7 @@ import time
 import pandas as pd
 
 from orderlib.experiments import oe_wordnet as exp
-from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
+from orderlib.reports import device_description, git_commit, training_provenance, write_table
 from orderlib.runs import run_paths
 
 METRICS = {"dev accuracy (%)": "dev", "test accuracy (%)": "test",
@@ -91,8 +91,7 @@ def main() -> None:
     df = pd.DataFrame([row for name, results in blocks for row in rows_of(results, name)])
     models = {f"{name}: gamma {r['overrides']['model_kwargs']['gamma']:g}, "
               f"{exp.negatives_label(r['overrides']['negatives'])}, seed {r['seed']}, {len(r['history'])} epochs":
-              model_record(r["seconds"], r["trained_at"], r["resumed"], best_epoch=r["best_epoch"])
-              for name, results in blocks for r in results}
+              exp.run_record(r) for name, results in blocks for r in results}
     notes = (f"Density order embeddings on Table 1's {args.setting!r} setting ({args.preset} preset: WordNet "
              f"{graph.version}, 4,000 test and 4,000 dev pairs, the notebook's split), Adam lr {args.lr:g} (the "
              f"notebook's choice), margin 1000, 50-d, batch 500, the epoch chosen on dev as in notebook 01. Blocks, "

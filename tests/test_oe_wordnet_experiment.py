@@ -71,7 +71,7 @@ def test_density_grid_stages_share_the_final_seed0_run(tmp_path):
 def _fake_run():
     def res(seed, test):
         return {"seed": seed, "test": test, "dev": test + 0.5, "best_test_over_epochs": test + 1,
-                "epochs_run": 3, "history": [], "seconds": 1.0, "resumed": False, "config": {}}
+                "epochs_run": 3, "best_epoch": 2, "history": [], "seconds": 1.0, "resumed": False, "config": {}}
     return {"settings": {"paper": {"closure": 87.61250000000001, "facts": {}, "grids": {}, "results": {
         "order-embeddings": [res(1, 91.0), res(0, 90.0), res(2, 92.0)],
         "density order embeddings": [res(0, 91.5), res(1, 91.5), res(2, 91.5)]}}}}

@@ -227,7 +227,8 @@ def setting_graph(graph: NounGraph, setting: str) -> NounGraph:
 
 
 def setting_data(graph: NounGraph, setting: str, cfg: dict) -> HypernymyData:
-    """Build the train / dev / test data of one setting (`graph`: the preset's WordNet)."""
+    """Build the train / dev / test data of one setting, from the WordNet it is drawn from
+    (setting_graph of `graph`, the preset's WordNet or already the setting's own)."""
     protocol, split = SETTINGS[setting]
     if split in ("authors", "athiwaratkun"):  # the same createDatasets.lua, on their WordNet each
         return authors_split(setting_graph(graph, setting), cfg["n_test"], cfg["n_dev"])
@@ -439,12 +440,16 @@ def with_seed_means(rows: list[dict], by: list[str]) -> list[dict]:
     return out
 
 
+def run_record(r: dict) -> dict:
+    """Return reports.model_record of one run_job summary, with its dev-chosen epoch."""
+    return model_record(r["seconds"], r["trained_at"], r["resumed"], best_epoch=r["best_epoch"])
+
+
 def model_records(run: dict, settings: list[str]) -> dict[str, dict]:
     """Per model of the tables (every learned row, seed and setting in `settings`; not the dev grids'
-    runs): reports.model_record each, for the .meta.json's `training` block. A seed-0 run that a dev
-    grid already trained in this run counts as loaded from its checkpoint."""
-    return {f"{s} / {m} / seed {x['seed']}": model_record(x["seconds"], x.get("trained_at"), x["resumed"],
-                                                          epochs_run=x["epochs_run"])
+    runs): run_record each, for the .meta.json's `training` block. A seed-0 run that a dev grid
+    already trained in this run counts as loaded from its checkpoint."""
+    return {f"{s} / {m} / seed {x['seed']}": run_record(x)
             for s in settings for m, rs in run["settings"][s]["results"].items() for x in rs}
 
 
