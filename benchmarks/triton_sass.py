@@ -35,7 +35,7 @@ REGISTER = re.compile(r"(U?R|U?P|SB)\d+|RZ|URZ|PT|UPT")
 def compile_backward(config: tuple[int, int, int, int, int], arch: int = 90, flip: bool = False):
     """The backward kernel compiled for sm_<arch> with one config (rows, columns, warps, stages, unroll)."""
     rows, cols, warps, stages, unroll = config
-    sig = {n: "*fp32" for n in ("q_ptr", "p_ptr", "w_ptr", "out_ptr")}
+    sig = {n: "*fp32" for n in ("q_ptr", "p_ptr", "w_ptr", "r_ptr", "out_ptr")}
     sig.update({n: "constexpr" if n in UNIT else "i32" for n in INTS})
     sig.update({n: "constexpr" for n in ("FLIP", "BA", "BK", "UNROLL", "STAGES")})
     const = {"FLIP": flip, "BA": rows, "BK": cols, "UNROLL": unroll, "STAGES": stages, **{n: 1 for n in UNIT}}

@@ -6,7 +6,8 @@ BN x BM tile of E and walks d, an outer-product update per d like a SIMT GEMM. B
 two gradients is out[a, k] = sum_b w[a, b] max(0, s (p[b, k] - q[a, k])), s = +-1, written as
 sum_b w[a, b] max(p[b, k], q[a, k]) - q[a, k] sum_b w[a, b] (s = +1; min for s = -1): two
 instructions per element-pair (a max and an FMA) instead of three, the row sums of w taken once
-outside. Each program owns a BA x BK tile of the gradient and walks its part of b (`splits`). Every
+outside and the rest of the closure (q times them, the NaN mask, the factor -2) done by the kernel
+as it stores. Each program owns a BA x BK tile of the gradient and walks its part of b (`splits`). Every
 load of the walks is contiguous: x and y go in as (D, N) and (D, M) copies, w with its a-index
 unit-strided. Tiles, pipelining stages and loop unrolling are tuned per D at the first call
 (triton.autotune over the CONFIGS below, chosen by benchmarks/triton_backward_sweep.py on an H200;
@@ -24,6 +25,7 @@ the chunked reference.
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 
 import torch
 
@@ -42,7 +44,7 @@ except Exception:  # ImportError, or a broken install: no Triton path
 FORWARD_CONFIGS = [(64, 64, 2, 3, 4), (64, 64, 2, 3, 8), (128, 64, 4, 3, 4), (128, 64, 2, 3, 1), (32, 64, 1, 3, 4),
                    (64, 32, 1, 3, 4)]
 BACKWARD_CONFIGS = [(64, 64, 2, 3, 4), (128, 64, 4, 3, 8), (32, 64, 1, 3, 8), (128, 64, 4, 3, 4), (64, 32, 1, 3, 4),
-                    (32, 64, 1, 3, 4)]
+                    (32, 64, 1, 3, 4), (8, 256, 1, 3, 8), (8, 256, 1, 3, 4)]
 
 if triton is not None:
 
@@ -62,9 +64,12 @@ if triton is not None:
         tl.store(e_ptr + rn[:, None] * sen + rm[None, :] * sem, acc, mask=mask)
 
     @triton.jit
-    def _weighted_max_kernel(q_ptr, p_ptr, w_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb,
+    def _weighted_max_kernel(q_ptr, p_ptr, w_ptr, r_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb,
                              sos, soa, sok, FLIP: tl.constexpr, BA: tl.constexpr, BK: tl.constexpr,
                              UNROLL: tl.constexpr, STAGES: tl.constexpr):
+        # One gradient, closed in the kernel: -2 (sum_b w max(p, q) - q r) (min for FLIP), r the row
+        # sums of w; part 0 of the walk alone subtracts q r, so that the parts sum to the gradient and
+        # with one part the kernel writes it whole.
         ra = tl.program_id(0) * BA + tl.arange(0, BA)  # (BA,)
         rk = tl.program_id(1) * BK + tl.arange(0, BK)  # (BK,)
         split = tl.program_id(2)  # this program sums b in [split * b_per, (split + 1) * b_per)
@@ -76,9 +81,11 @@ if triton is not None:
             w = tl.load(w_ptr + ra * swa + b * swb, mask=ra < na, other=0.0).to(tl.float32)  # (BA,)
             p = tl.load(p_ptr + b * spb + rk * spk, mask=rk < d, other=0.0).to(tl.float32)  # (BK,)
             if FLIP:
-                acc += w[:, None] * tl.minimum(p[None, :], q)  # a NaN p yields q: cancelled below
+                acc += w[:, None] * tl.minimum(p[None, :], q)  # a NaN p yields q: cancelled by q r
             else:
                 acc += w[:, None] * tl.maximum(p[None, :], q)
+        r = tl.load(r_ptr + ra, mask=(ra < na) & (split == 0), other=0.0).to(tl.float32)  # (BA,)
+        acc = tl.where(q == q, (acc - q * r[:, None]) * -2.0, 0.0)  # a NaN q masks its entry, as the reference
         tl.store(out_ptr + split * sos + ra[:, None] * soa + rk[None, :] * sok, acc, mask=mask)
 
 
@@ -137,7 +144,11 @@ def disable(exc: Exception) -> None:
 def status() -> str:
     if triton is None:
         return "Triton not installed"
-    return "disabled after a failed launch: " + _failure[0] if _failure else f"Triton {triton.__version__}"
+    if _failure:
+        return "disabled after a failed launch: " + _failure[0]
+    graphs = "backward replayed from CUDA graphs" if _use_graphs[0] else "backward eager (CUDA graphs off)"
+    failed = f"; a capture failed: {_failure_graphs[0]}" if _failure_graphs else ""
+    return f"Triton {triton.__version__}, {graphs}{failed}"
 
 
 def forward(x: torch.Tensor, y: torch.Tensor, kernel=None, **tile) -> torch.Tensor:
@@ -164,11 +175,11 @@ def _processors(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
 
 
-def _weighted_relu(q, p, w, flip: bool, kernel=None, tile=None, split: int | None = None) -> torch.Tensor:
-    """out (na, D) = sum_b w[a, b] max(0, ±(p[b] - q[a])); w's a-index should be unit-strided.
-    The kernel sums w max(p, q) (min for flip); the row sums of w close it here. The walk over b is
-    cut into `split` parts (default `splits`), summed afterwards in a fixed order: a small grid (few
-    rows of q) still fills the GPU, and the result does not depend on timing."""
+def _weighted_relu(q, p, w, r, flip: bool, kernel=None, tile=None, split: int | None = None) -> torch.Tensor:
+    """One gradient (na, D): -2 sum_b w[a, b] (max(p[b], q[a]) - q[a]) (min and the sign flipped for
+    flip, i.e. +2 sum_b w relu(q - p)), r = w's row sums; w's a-index should be unit-strided. The
+    walk over b is cut into `split` parts (default `splits`), summed afterwards in a fixed order: a
+    small grid (few rows of q) still fills the GPU, and the result does not depend on timing."""
     na, nb, d = q.shape[0], p.shape[0], q.shape[1]
     if not (na and nb and d):
         return torch.zeros((na, d), dtype=q.dtype, device=q.device)
@@ -177,24 +188,80 @@ def _weighted_relu(q, p, w, flip: bool, kernel=None, tile=None, split: int | Non
     b_per = triton.cdiv(nb, split)
     out = torch.empty((split, na, d), dtype=torch.float32, device=q.device)  # every tile of every part is stored
     grid = lambda meta: (triton.cdiv(na, meta["BA"]), triton.cdiv(d, meta["BK"]), split)  # noqa: E731
-    (kernel or _backward)[grid](q, p, w, out, na, nb, d, b_per, *q.stride(), *p.stride(), *w.stride(),
+    (kernel or _backward)[grid](q, p, w, r, out, na, nb, d, b_per, *q.stride(), *p.stride(), *w.stride(),
                                 *out.stride(), FLIP=flip, **(tile or _BACKWARD_FIXED))
-    acc = out[0] if split == 1 else out.sum(0)  # (na, D)
-    qw = q.float() * w.float().sum(1, keepdim=True)  # (na, D): q[a] sum_b w[a, b]
-    res = qw.sub_(acc) if flip else acc.sub_(qw)
-    return res.masked_fill_(q.isnan(), 0.0).to(q.dtype)  # every term of a NaN q is masked, as the reference's
+    return out[0] if split == 1 else out.sum(0)
 
 
 def backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel=None, split: int | None = None,
              **tile) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (dE/dx, dE/dy) contracted with the upstream gradient g (N, M). x and y are first shifted
-    by their per-dimension mean (the violation does not change), so that the max form's rounding
-    follows the spread of the embeddings, not their distance from 0."""
-    c = torch.cat([x, y]).nanmean(0).nan_to_num_()  # (D,)
-    x, y = x - c, y - c
-    gx = _weighted_relu(x, y, g.t().contiguous().t(), False, kernel, tile, split).mul_(-2)  # (N, D); w = g, a-index unit-strided
-    gy = _weighted_relu(y, x, g.contiguous().T, True, kernel, tile, split).mul_(2)  # (M, D): w[a=j, b=i] = g[i, j]
+    by a per-dimension mean (of the side with fewer rows; the violation does not change), so that the
+    max form's rounding follows the spread of the embeddings, not their distance from 0."""
+    small = x if x.shape[0] <= y.shape[0] else y  # any shift is exact: the smaller side's mean, one reduction
+    c = small.nansum(0).div_(max(small.shape[0], 1)).nan_to_num_(0.0, 0.0, 0.0)  # (D,)
+    x, y, g = x - c, y - c, g.float().contiguous()
+    gx = _weighted_relu(x, y, g.t().contiguous().t(), g.sum(1), False, kernel, tile, split)  # (N, D); w = g
+    gy = _weighted_relu(y, x, g.T, g.sum(0), True, kernel, tile, split)  # (M, D): w[a=j, b=i] = g[i, j]
     return gx, gy
+
+
+GRAPH_AFTER = 2  # eager calls of one shape (the first autotunes) before its backward is captured
+MAX_GRAPHS = 4  # captured shapes kept per process, oldest dropped first
+_graphs: OrderedDict = OrderedDict()  # shape key -> (graph, static inputs, static outputs), or None: not capturable
+_calls: dict = {}  # shape key -> eager calls so far
+_use_graphs = [os.environ.get("ORDERLIB_CUDA_GRAPH", "1") != "0"]
+_failure_graphs: list[str] = []  # why a shape's capture failed, if one did
+
+
+def use_cuda_graphs(on: bool) -> None:
+    """Replay the CUDA backward from captured graphs (the default; ORDERLIB_CUDA_GRAPH=0 turns it off)
+    or run it eagerly, launch by launch."""
+    _use_graphs[0] = bool(on)
+
+
+def _capture(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
+    """`backward` on copies of (g, x, y) captured in a CUDA graph: (graph, inputs, outputs)."""
+    static_in = tuple(t.detach().clone() for t in (g, x, y))
+    side = torch.cuda.Stream(device=x.device)
+    side.wait_stream(torch.cuda.current_stream(x.device))
+    with torch.cuda.stream(side):  # allocations settle outside the capture
+        backward(*static_in)
+    torch.cuda.current_stream(x.device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        static_out = backward(*static_in)
+    return graph, static_in, static_out
+
+
+def graphed_backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`backward(g, x, y)`, replayed from a CUDA graph once a shape has run GRAPH_AFTER times eagerly:
+    one replay instead of about ten launches, so the GPU no longer waits on the CPU between them.
+    Same kernels, same tiles, the same bits as eager; returns fresh tensors. Eager on the CPU, with
+    graphs off, while a stream is already capturing, or where a capture failed for that shape."""
+    if not (x.is_cuda and _use_graphs[0]) or torch.cuda.is_current_stream_capturing():
+        return backward(g, x, y)
+    key = (tuple(g.shape), tuple(x.shape), tuple(y.shape), g.dtype, x.dtype, y.dtype, x.device)
+    if key not in _graphs:
+        _calls[key] = _calls.get(key, 0) + 1
+        if _calls[key] <= GRAPH_AFTER:
+            return backward(g, x, y)
+        with torch.cuda.device(x.device):
+            try:
+                _graphs[key] = _capture(g, x, y)
+            except Exception as exc:  # capture refused (e.g. a driver without graphs): eager for this shape
+                _graphs[key] = None
+                _failure_graphs.append(f"{type(exc).__name__}: {exc}")
+        while len(_graphs) > MAX_GRAPHS:
+            _graphs.popitem(last=False)
+    entry = _graphs[key]
+    if entry is None:
+        return backward(g, x, y)
+    graph, static_in, static_out = entry
+    for s, a in zip(static_in, (g, x, y)):
+        s.copy_(a)
+    graph.replay()
+    return tuple(o.clone() for o in static_out)
 
 
 class TritonOrderViolation(torch.autograd.Function):
@@ -209,5 +276,5 @@ class TritonOrderViolation(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         no_second_order()
         x, y = ctx.saved_tensors
-        gx, gy = backward(grad, x, y)
+        gx, gy = graphed_backward(grad, x, y)
         return (gx if ctx.needs_input_grad[0] else None), (gy if ctx.needs_input_grad[1] else None)

@@ -85,3 +85,33 @@ def test_triton_gradients_keep_nan_rules_and_precision_far_from_zero():
         for a, b in zip(got, ref):
             assert torch.equal(a.cpu().isnan(), b.isnan()), offset
             assert torch.allclose(a.cpu().double(), b, rtol=0, atol=2e-5, equal_nan=True), offset
+
+
+@cuda
+def test_triton_backward_replayed_from_cuda_graph_equals_eager():
+    """After GRAPH_AFTER eager calls a shape's backward is captured and replayed: every later call,
+    on new values (and a stride-0 upstream gradient), returns the eager backward's exact bits, and
+    fresh tensors that the next replay does not overwrite."""
+    from orderlib import kernels_triton as K
+
+    g = torch.Generator().manual_seed(4)
+    shape = (90, 300, 70)  # a shape no other test captures
+    got, want = [], []
+    for call in range(K.GRAPH_AFTER + 3):
+        x, y = torch.randn(shape[0], shape[2], generator=g).cuda(), torch.randn(shape[1], shape[2], generator=g).cuda()
+        w = torch.randn(shape[0], shape[1], generator=g).cuda()
+        if call == K.GRAPH_AFTER + 2:
+            w = torch.ones(1, 1, device="cuda").expand(shape[0], shape[1])  # what e.sum().backward() passes
+        got.append(K.graphed_backward(w, x, y))
+        want.append(K.backward(w, x, y))
+    key = ((shape[0], shape[1]), (shape[0], shape[2]), (shape[1], shape[2]), torch.float32, torch.float32,
+           torch.float32, x.device)
+    assert K._graphs.get(key) is not None, K.status()
+    for (gx, gy), (rx, ry) in zip(got, want):
+        assert torch.equal(gx, rx) and torch.equal(gy, ry)
+    assert not torch.equal(got[-1][0], got[-2][0])  # earlier results were not overwritten by later replays
+    K.use_cuda_graphs(False)
+    try:
+        assert torch.equal(K.graphed_backward(w, x, y)[0], want[-1][0]) and "off" in K.status()
+    finally:
+        K.use_cuda_graphs(True)
