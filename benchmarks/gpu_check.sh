@@ -45,12 +45,12 @@ nvidia-smi -L
 "$PY" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__,
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device")'
 
-step tests 100 "$PY" -m pytest -q -p no:cacheprovider tests/test_devices.py tests/test_concepts_later.py \
+step tests 150 "$PY" -m pytest -q -p no:cacheprovider tests/test_devices.py tests/test_concepts_later.py \
     tests/test_fused.py -k "cuda or triton"
 step sweep 200 "$PY" benchmarks/triton_backward_sweep.py --library-only ${BEFORE:+--before "$BEFORE"} \
     --configs "${SWEEP_CONFIGS:-64x64w2s3u8,32x64w1s4u8,8x256w1s3u8,8x256w1s3u4,16x128w1s3u8}"
 step bench_penalty 90 "$PY" benchmarks/penalty.py --cuda-only
-step nccl 60 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m orderlib.tools.train_parallel \
+step nccl 150 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m orderlib.tools.train_parallel \
     retrieval --preset small --device cuda
 GPU_NOTEBOOKS=${GPU_NOTEBOOKS:-notebooks/03_oe_table2_retrieval.ipynb notebooks/04_oe_sec46_detail.ipynb notebooks/05_oe_fig4_regularities.ipynb}
 # shellcheck disable=SC2086  # GPU_NOTEBOOKS is a list

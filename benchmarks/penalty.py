@@ -177,9 +177,11 @@ def cuda_rows(n: int, m: int, d: int, seed: int, n_eval: int = 5000) -> tuple[li
                 lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True), 5, True)
         finally:
             kernels_triton.use_cuda_graphs(True)
+        batch_rows = training_batch_rows(d, seed)
     except Exception as exc:  # report, do not hide: the rows are missing and the note says why
         notes["cuda_failure"] = f"{type(exc).__name__}: {exc}"
         print(f"fused CUDA path failed: {notes['cuda_failure']}", file=sys.stderr)
+        batch_rows = []
     base = rates["gemm (cuda, fp32)"]
     out = [dict(method=k, metric=metric, ours=val) for k, r in rates.items()
            for metric, val in (("element-pairs/s (G)", r / 1e9), ("fraction of fp32 GEMM", r / base))]
@@ -190,7 +192,27 @@ def cuda_rows(n: int, m: int, d: int, seed: int, n_eval: int = 5000) -> tuple[li
     from orderlib import kernels_triton
 
     notes["triton_tiles"] = kernels_triton.tuned()
-    return out + rows, notes
+    return out + batch_rows + rows, notes
+
+
+def training_batch_rows(d: int, seed: int, batch: int = 128) -> list[dict]:
+    """One in-batch loss's backward at a training batch's size (batch x batch x d, where launches
+    dominate): microseconds per synchronised call, replayed from a CUDA graph and eager."""
+    from orderlib import kernels_triton
+
+    x, y = (t.cuda().requires_grad_() for t in embeddings(batch, batch, d, seed + 2))
+    g = torch.randn(batch, batch, generator=torch.Generator().manual_seed(seed + 3)).cuda()
+    e = order_violation_matrix(x, y, backend="fused")
+    metric = f"microseconds per backward, {batch} x {batch} x {d}"
+    rows = []
+    for graphs, method in ((True, "fused backward (cuda)"), (False, "fused backward, eager (cuda)")):
+        kernels_triton.use_cuda_graphs(graphs)
+        try:
+            sec = best_seconds(lambda: torch.autograd.grad(e, (x, y), g, retain_graph=True), 20, True)
+        finally:
+            kernels_triton.use_cuda_graphs(True)
+        rows.append(dict(method=method, metric=metric, ours=sec * 1e6))
+    return rows
 
 
 def cuda_eval_rows(n_images: int, d: int, seed: int) -> list[dict]:

@@ -25,7 +25,6 @@ the chunked reference.
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 
 import torch
 
@@ -40,11 +39,13 @@ except Exception:  # ImportError, or a broken install: no Triton path
 # (tile rows, tile columns, warps, pipelining stages, loop unrolling): forward (BN, BM), backward
 # (BA, BK); the first is the interpreter's. On the H200 (benchmarks/triton_backward_sweep.py) 64
 # element-pairs per thread with unrolled, pipelined walks did best: 1.6x (forward 5.7 T/s) and 2x
-# (each gradient 8.2-8.4 T/s) the untuned tiles; 128 columns or 8 warps halved the rate.
+# (each gradient 8.2-8.4 T/s) the untuned tiles; 128 columns or 8 warps halved the rate. Tiles of 8 x 256
+# and 4 x 512 (fewer loads of w per step) ran at half the rate of 32 x 64 (H200, 2026-11-27): each step
+# of b then reads 256 or 512 values of p for 8 or 4 rows, and the loads from L2 bound the loop.
 FORWARD_CONFIGS = [(64, 64, 2, 3, 4), (64, 64, 2, 3, 8), (128, 64, 4, 3, 4), (128, 64, 2, 3, 1), (32, 64, 1, 3, 4),
                    (64, 32, 1, 3, 4)]
 BACKWARD_CONFIGS = [(64, 64, 2, 3, 4), (128, 64, 4, 3, 8), (32, 64, 1, 3, 8), (128, 64, 4, 3, 4), (64, 32, 1, 3, 4),
-                    (32, 64, 1, 3, 4), (8, 256, 1, 3, 8), (8, 256, 1, 3, 4)]
+                    (32, 64, 1, 3, 4)]
 
 if triton is not None:
 
@@ -207,8 +208,8 @@ def backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel=None, spl
 
 
 GRAPH_AFTER = 2  # eager calls of one shape (the first autotunes) before its backward is captured
-MAX_GRAPHS = 4  # captured shapes kept per process, oldest dropped first
-_graphs: OrderedDict = OrderedDict()  # shape key -> (graph, static inputs, static outputs), or None: not capturable
+MAX_GRAPHS = 8  # shapes captured per process; further shapes run eagerly (no capture churn)
+_graphs: dict = {}  # shape key -> (graph, static inputs, static outputs), or None: not capturable
 _calls: dict = {}  # shape key -> eager calls so far
 _use_graphs = [os.environ.get("ORDERLIB_CUDA_GRAPH", "1") != "0"]
 _failure_graphs: list[str] = []  # why a shape's capture failed, if one did
@@ -244,7 +245,7 @@ def graphed_backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple
     key = (tuple(g.shape), tuple(x.shape), tuple(y.shape), g.dtype, x.dtype, y.dtype, x.device)
     if key not in _graphs:
         _calls[key] = _calls.get(key, 0) + 1
-        if _calls[key] <= GRAPH_AFTER:
+        if _calls[key] <= GRAPH_AFTER or len(_graphs) >= MAX_GRAPHS:
             return backward(g, x, y)
         with torch.cuda.device(x.device):
             try:
@@ -252,8 +253,6 @@ def graphed_backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple
             except Exception as exc:  # capture refused (e.g. a driver without graphs): eager for this shape
                 _graphs[key] = None
                 _failure_graphs.append(f"{type(exc).__name__}: {exc}")
-        while len(_graphs) > MAX_GRAPHS:
-            _graphs.popitem(last=False)
     entry = _graphs[key]
     if entry is None:
         return backward(g, x, y)
