@@ -24,6 +24,12 @@ library mode against 12bf627's one-launch backward:
     git show 12bf627:orderlib/kernels_triton.py > /tmp/one_launch.py
     python benchmarks/triton_backward_sweep.py --library-only --before /tmp/one_launch.py \
         --configs 64x64w2s3u8,32x64w1s4u8,32x64w1s2u8
+
+On an H200 (2026-11-27, README "The three levers, timed") it timed d1021ba, whose library had just
+taken over the closure in the kernel and the CUDA graph, against 571af01's file (its kernels unchanged since):
+
+    git show f23364f:orderlib/kernels_triton.py > before.py
+    BEFORE=before.py SWEEP_CONFIGS=16x128w1s3u8,8x256w1s4u8,4x512w1s3u8,16x256w2s3u8 bash benchmarks/gpu_check.sh
 """
 from __future__ import annotations
 

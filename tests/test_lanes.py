@@ -95,7 +95,9 @@ def _notebook(path: Path, tables: Path, seconds: float, fail: bool = False) -> P
 def test_run_lanes_runs_notebooks_side_by_side_after_their_dependencies(tmp_path, monkeypatch):
     tables = tmp_path / "tables"
     tables.mkdir()
-    a, b, c = (_notebook(tmp_path / f"{n}.ipynb", tables, s) for n, s in (("00_a", 10), ("01_b", 1), ("02_c", 0)))
+    # b sleeps long enough to overlap a even when a's kernel starts seconds after b's (two kernels
+    # importing torch at once on 2 busy cores: 1.2 s apart was seen with a 1 s sleep)
+    a, b, c = (_notebook(tmp_path / f"{n}.ipynb", tables, s) for n, s in (("00_a", 12), ("01_b", 5), ("02_c", 0)))
     monkeypatch.setattr(L, "AFTER", {"02_c": ("00_a",)})
     runs, failures, wall = R.run_lanes([a, b, c], "full", tmp_path / "out", tables, lanes=2,
                                        estimate={"00_a": 4, "01_b": 1, "02_c": 0}, poll=0.05, elastic=True)
