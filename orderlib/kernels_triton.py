@@ -18,9 +18,13 @@ rather than with the terms that survive the max; `backward` centres x and y per 
 (the violation is shift-invariant), so |q| is the embeddings' spread, not their offset. NaN rules are the reference's: a NaN in p
 masks its terms, a NaN in q masks its whole gradient entry, a NaN in w propagates.
 
+Launches: autograd calls `graphed_backward`, which replays the whole backward (the shift, g's
+transposed copy, the row sums, both kernels, the sums of the parts) as one CUDA graph from a shape's
+third call on: 2.9x at a training batch's 128 x 128 x 1024 on an H200 (bench_penalty).
+
 Checked against the reference in Triton's CPU interpreter (TRITON_INTERPRET=1, tests/
-test_fused.py); where Triton is missing or a launch fails, `order_violation_matrix` falls back to
-the chunked reference.
+test_fused.py), and replayed against eager bit for bit on a GPU (tests/test_devices.py); where
+Triton is missing or a launch fails, `order_violation_matrix` falls back to the chunked reference.
 """
 from __future__ import annotations
 
