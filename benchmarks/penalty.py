@@ -27,7 +27,7 @@ import time
 import pandas as pd
 import torch
 
-from orderlib import kernels
+from orderlib import kernels, kernels_triton
 from orderlib.penalties import order_violation_matrix, order_violation_matrix_reference
 from orderlib.reports import device_description, write_table
 
@@ -169,14 +169,9 @@ def cuda_rows(n: int, m: int, d: int, seed: int, n_eval: int = 5000) -> tuple[li
         e = order_violation_matrix(xg, yg, backend="fused")
         rates["fused backward (cuda)"] = pairs / best_seconds(
             lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True), 5, True)  # replayed from a CUDA graph
-        from orderlib import kernels_triton
-
-        kernels_triton.use_cuda_graphs(False)
-        try:  # the same backward launch by launch, as before graphs: what the replay saves
+        with kernels_triton.cuda_graphs(False):  # the same backward launch by launch: what the replay saves
             rates["fused backward, eager (cuda)"] = pairs / best_seconds(
                 lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True), 5, True)
-        finally:
-            kernels_triton.use_cuda_graphs(True)
         batch_rows = training_batch_rows(d, seed)
     except Exception as exc:  # report, do not hide: the rows are missing and the note says why
         notes["cuda_failure"] = f"{type(exc).__name__}: {exc}"
@@ -189,8 +184,6 @@ def cuda_rows(n: int, m: int, d: int, seed: int, n_eval: int = 5000) -> tuple[li
         if k in rates:
             naive = rates["naive backward (cuda)" if "backward" in k else "naive (cuda)"]
             out.append(dict(method=k, metric="speedup vs naive", ours=rates[k] / naive))
-    from orderlib import kernels_triton
-
     notes["triton_tiles"] = kernels_triton.tuned()
     return out + batch_rows + rows, notes
 
@@ -198,19 +191,14 @@ def cuda_rows(n: int, m: int, d: int, seed: int, n_eval: int = 5000) -> tuple[li
 def training_batch_rows(d: int, seed: int, batch: int = 128) -> list[dict]:
     """One in-batch loss's backward at a training batch's size (batch x batch x d, where launches
     dominate): microseconds per synchronised call, replayed from a CUDA graph and eager."""
-    from orderlib import kernels_triton
-
     x, y = (t.cuda().requires_grad_() for t in embeddings(batch, batch, d, seed + 2))
     g = torch.randn(batch, batch, generator=torch.Generator().manual_seed(seed + 3)).cuda()
     e = order_violation_matrix(x, y, backend="fused")
     metric = f"microseconds per backward, {batch} x {batch} x {d}"
     rows = []
     for graphs, method in ((True, "fused backward (cuda)"), (False, "fused backward, eager (cuda)")):
-        kernels_triton.use_cuda_graphs(graphs)
-        try:
+        with kernels_triton.cuda_graphs(graphs):
             sec = best_seconds(lambda: torch.autograd.grad(e, (x, y), g, retain_graph=True), 20, True)
-        finally:
-            kernels_triton.use_cuda_graphs(True)
         rows.append(dict(method=method, metric=metric, ours=sec * 1e6))
     return rows
 
@@ -243,7 +231,6 @@ def cuda_eval_rows(n_images: int, d: int, seed: int) -> list[dict]:
 def merge_cuda_rows(rows: list[dict], notes: dict, t0: float, shape: list[int]) -> None:
     """Put this run's CUDA rows into the existing bench_penalty (its CPU rows and their provenance
     kept), replacing earlier CUDA rows; the CUDA run's own provenance goes under meta["cuda_run"]."""
-    from orderlib import kernels_triton
     from orderlib.reports import git_commit
 
     old, meta = committed_table()
@@ -363,8 +350,6 @@ def main() -> None:
             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "kernel": kernels.kernel_status(), **notes}
     if torch.cuda.is_available() and not args.quick:
-        from orderlib import kernels_triton
-
         more, cuda_notes = cuda_rows(n, m, d, args.seed, n_eval)
         rows += more
         df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]

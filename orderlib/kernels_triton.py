@@ -29,6 +29,7 @@ Triton is missing or a launch fails, `order_violation_matrix` falls back to the 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import torch
 
@@ -219,10 +220,15 @@ _use_graphs = [os.environ.get("ORDERLIB_CUDA_GRAPH", "1") != "0"]
 _failure_graphs: list[str] = []  # why a shape's capture failed, if one did
 
 
-def use_cuda_graphs(on: bool) -> None:
-    """Replay the CUDA backward from captured graphs (the default; ORDERLIB_CUDA_GRAPH=0 turns it off)
-    or run it eagerly, launch by launch."""
-    _use_graphs[0] = bool(on)
+@contextmanager
+def cuda_graphs(on: bool):
+    """Within the block, replay the CUDA backward from captured graphs (on) or run it eagerly, launch
+    by launch (off); the setting before it (ORDERLIB_CUDA_GRAPH=0: off) comes back after it."""
+    before, _use_graphs[0] = _use_graphs[0], bool(on)
+    try:
+        yield
+    finally:
+        _use_graphs[0] = before
 
 
 def _capture(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor):

@@ -110,8 +110,6 @@ def test_triton_backward_replayed_from_cuda_graph_equals_eager():
     for (gx, gy), (rx, ry) in zip(got, want):
         assert torch.equal(gx, rx) and torch.equal(gy, ry)
     assert not torch.equal(got[-1][0], got[-2][0])  # earlier results were not overwritten by later replays
-    K.use_cuda_graphs(False)
-    try:
+    with K.cuda_graphs(False):
         assert torch.equal(K.graphed_backward(w, x, y)[0], want[-1][0]) and "off" in K.status()
-    finally:
-        K.use_cuda_graphs(True)
+    assert "off" not in K.status()
