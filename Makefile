@@ -11,11 +11,12 @@ PRESET ?= full
 LANES ?= 1
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help venv data browser test reproduce resume bench bench-penalty gpu-check index strip notebooks clean-runs
+.PHONY: help venv data browser test reproduce resume bench bench-penalty gpu-check index strip notebooks clean-runs clean
 
 help:
 	@echo "make reproduce   regenerate reports/ from every notebook (PRESET=full by default)"
 	@echo "make test        run the library tests and execute every notebook on its small preset"
+	@echo "make clean       remove every run artefact (runs/: checkpoints, caches, small-preset reports, locks)"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed, found " + sys.version)'
@@ -30,16 +31,10 @@ venv: $(STAMP)
 data: $(STAMP)
 	@$(PY) -m orderlib.setup_data
 
+# Every step runs even when one fails (orderlib/tools/run_tests.py); checkpoints and caches go to a
+# fresh runs/test-* folder, removed at the end (KEEP_RUNS=1 keeps it), and the disk it took is reported.
 test: data browser
-	$(PY) -m orderlib.tools.report_index --check
-	ORDERLIB_REQUIRE_DATA=1 ORDERLIB_REQUIRE_FUSED=1 $(PY) -m pytest -q tests
-	@nbs="$(NOTEBOOKS)"; \
-	if ! $(PY) -c "import sys; from orderlib.data.entailment import available as a; sys.exit(not (a('snli') and a('sick')))"; then \
-	  echo "skipping notebooks/02_oe_table3_snli.ipynb: SNLI 1.0 and SICK not found (README, section Data, says where to get them)"; \
-	  nbs=$$(echo $$nbs | tr ' ' '\n' | grep -v _snli | tr '\n' ' '); \
-	fi; \
-	echo "$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $$nbs"; \
-	$(PY) -m pytest -q --nbval-lax -p no:cacheprovider $$nbs
+	ORDERLIB_REQUIRE_DATA=1 ORDERLIB_REQUIRE_FUSED=1 $(PY) -m orderlib.tools.run_tests $(if $(KEEP_RUNS),--keep-runs)
 
 # The notebooks only (the papers' tables and figures); the benchmarks are `make bench`.
 reproduce: data clean-runs resume index
@@ -91,3 +86,8 @@ notebooks: data
 
 clean-runs:
 	rm -rf runs/$(PRESET)/checkpoints
+
+# Every run artefact: checkpoints, caches, locks, small-preset reports, executed notebooks.
+# Keeps .venv/ and data/ (set-up) and reports/ (the committed tables).
+clean:
+	rm -rf runs

@@ -11,13 +11,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import pickle
+import re
 import sys
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
+from filelock import FileLock
+
+from orderlib.encoders.skipgram import WordVectors
+from orderlib.paths import runs_root
 
 
 def _umask() -> int:
@@ -71,19 +78,60 @@ def save_checkpoint(path: Path, state: dict) -> None:
     os.replace(_write_temp(path, lambda tmp: torch.save(state, tmp)), path)
 
 
+class CheckpointError(ValueError):
+    """A checkpoint left unloaded: it names a function or class outside SAFE_GLOBALS."""
+
+
+try:
+    from numpy._core import multiarray as _multiarray
+except ImportError:  # numpy 1
+    from numpy.core import multiarray as _multiarray
+
+# What a checkpoint may name beyond torch's weights-only defaults (tensors, state dicts, containers, numbers,
+# strings): only what the project saves. Each rebuilds data from the file's values and calls no other code.
+SAFE_GLOBALS = (
+    np.ndarray,  # devise's and utama's cached arrays; its state is a shape, a dtype and raw bytes
+    np.dtype,  # the element type of an array or numpy number, made from a type code such as "f4"
+    type(np.dtype(np.float32)),  # the class of float32's dtype (cached arrays), its state byte order and sizes
+    type(np.dtype(np.float64)),  # the class of float64's dtype (numpy numbers such as the item CNN's lr)
+    (_multiarray._reconstruct, "numpy._core.multiarray._reconstruct"),  # an empty ndarray of a shape and dtype
+    (_multiarray._reconstruct, "numpy.core.multiarray._reconstruct"),  # the same, as numpy 1 names it
+    (_multiarray.scalar, "numpy._core.multiarray.scalar"),  # a numpy number from dtype and bytes (the item CNN's lr)
+    (_multiarray.scalar, "numpy.core.multiarray.scalar"),  # the same, as numpy 1 names it
+    WordVectors,  # utama's skip-gram cache: a dataclass of words and an array, no __setstate__ or __reduce__
+)
+_LOADING = threading.Lock()  # safe_globals edits torch's process-wide allowlist: one load at a time
+_REFUSED = re.compile(r"GLOBAL (\S+) (?:was not an allowed global|whose module \S+ is blocked)")
+
+
+def refused_global(exc: BaseException) -> str | None:
+    """The function or class (`module.name`) a weights-only torch.load refused, or None for other errors."""
+    m = _REFUSED.search(str(exc)) if isinstance(exc, pickle.UnpicklingError) else None
+    return m.group(1) if m else None
+
+
 def load_checkpoint(path: Path) -> dict | None:
-    """Return the saved state, or None when there is none. A damaged file (truncated, empty, not
-    a checkpoint) is moved aside to `<name>.damaged` with a warning naming it, and None returned,
-    so the run trains anew instead of failing on it forever."""
+    """Return the saved state, or None when there is none. Loading runs no code: a file naming a
+    function or class outside torch's defaults and SAFE_GLOBALS raises CheckpointError and stays
+    where it is. A damaged file (truncated, empty, not a checkpoint) is moved aside to
+    `<name>.damaged` with a warning naming it, and None returned, so the run trains anew instead
+    of failing on it forever."""
     path = Path(path)
     if not path.exists():
         return None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        with _LOADING, torch.serialization.safe_globals(
+                [g for g in SAFE_GLOBALS if g not in torch.serialization.get_safe_globals()]):
+            state = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(state, dict):
             raise ValueError(f"holds a {type(state).__name__}, not a checkpoint dict")
         return state
     except Exception as exc:  # zip reader errors, EOFError, unpickling errors, ...
+        refused = refused_global(exc)
+        if refused is not None:
+            raise CheckpointError(f"checkpoint {path} was not loaded: it names {refused}, which is not a type "
+                                  f"a checkpoint may hold, and loading it would run code. It is left in place: "
+                                  f"remove it to train anew") from None
         damaged = path.with_name(path.name + ".damaged")
         os.replace(path, damaged)
         warnings.warn(f"checkpoint {path} is damaged ({type(exc).__name__}: {str(exc).strip()[:200]}); "
@@ -134,23 +182,23 @@ def code_version(*modules) -> str:
     return h.hexdigest()[:12]
 
 
+def lock_path(path: Path) -> Path:
+    """Where the lock of `path` lives: one folder for every lock of the runs (`<runs>/.locks`), named
+    by the path's name and a hash of its absolute path, so that no `.lock` file sits beside a
+    checkpoint and `make clean` (or removing `runs/`) removes them all."""
+    path = Path(path).absolute()
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    return runs_root() / ".locks" / f"{path.name}.{digest}.lock"
+
+
 @contextlib.contextmanager
 def locked(path: Path):
-    """Hold an exclusive lock on `<path>.lock` (blocking until another process or thread holding
-    it lets go). Where file locks are not available the block runs unlocked."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX
-        yield
-        return
-    lock = Path(str(path) + ".lock")
+    """Hold an exclusive lock for `path` (blocking until another process or thread holding it lets
+    go): filelock's FileLock on `lock_path(path)`, an OS lock that ends with the process holding it."""
+    lock = lock_path(path)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with FileLock(lock):
+        yield
 
 
 def cached(path: Path, key: str, build):

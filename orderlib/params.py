@@ -3,10 +3,14 @@
 Each experiment module declares `PARAMETERS = {name: validator}`; a notebook calls
 `validate(exp.PARAMETERS, PRESET=PRESET, ...)` right after its `parameters` cell and gets the
 normalised values back (e.g. ROWS "a,b," -> ["a", "b"]), or a ParameterError listing each bad value
-with the valid ones.
+with the valid ones. Under papermill it also rejects every injected name the notebook does not take
+(`-p PRESTE full`), which papermill itself only warns about.
 """
 from __future__ import annotations
 
+import ast
+import difflib
+import sys
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -74,6 +78,15 @@ def workers(name, value):
     return value
 
 
+def matmul(name, value):
+    """A matrix-product precision (orderlib.precision.MODES): "fp32", "bf16", "tf32" or "auto"."""
+    from orderlib.precision import MODES
+
+    if value not in MODES:
+        raise ValueError(f"{name}={value!r} is not one of {list(MODES)}")
+    return value
+
+
 def boolean(name, value):
     if not isinstance(value, bool):
         raise ValueError(f"{name}={value!r} must be True or False")
@@ -95,12 +108,66 @@ def device(name, value):
     return value
 
 
+PAPERMILL_HEADER = "# Parameters"  # the first line of the cell papermill injects (its python translator)
+PAPERMILL_BUILTINS = ("PAPERMILL_INPUT_PATH", "PAPERMILL_OUTPUT_PATH")  # `papermill --inject-paths`, any notebook
+
+
+def assigned_names(source: str) -> list[str]:
+    """Names a cell's top-level assignments bind, in order ("a = 1; b, c = 2, 3" -> a, b, c)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return []
+    names: list[str] = []
+
+    def collect(target):
+        if isinstance(target, ast.Name):
+            names.append(target.id)
+        elif isinstance(target, ast.Starred):
+            collect(target.value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                collect(t)
+
+    for node in body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                collect(target)
+        elif isinstance(node, ast.AnnAssign):
+            collect(node.target)
+    return list(dict.fromkeys(names))
+
+
+def injected_parameters(history: list[str] | None = None) -> list[str]:
+    """Names papermill injected into this IPython kernel (its "# Parameters" cells in `In`); [] outside
+    IPython or when nothing was injected. `history` stands in for `In` (tests)."""
+    if history is None:
+        ipython = sys.modules.get("IPython")  # a kernel has imported it; elsewhere, don't
+        shell = ipython.get_ipython() if ipython is not None else None
+        history = getattr(shell, "user_ns", {}).get("In", []) if shell is not None else []
+    names: list[str] = []
+    for source in history:
+        if isinstance(source, str) and source.lstrip().split("\n", 1)[0].strip() == PAPERMILL_HEADER:
+            names += assigned_names(source)
+    return list(dict.fromkeys(names))
+
+
+def _unknown(name: str, spec: dict) -> str:
+    close = difflib.get_close_matches(name, list(spec), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"unknown parameter {name} (this notebook takes {list(spec)}{hint})"
+
+
 def validate(spec: dict[str, Validator], **params) -> dict:
-    """Return {name: normalised value}; raise ParameterError listing every bad or unknown one."""
+    """Return {name: normalised value}; raise ParameterError listing every bad or unknown one,
+    including names papermill injected (`-p NAME value`) that `spec` does not take."""
     out, problems = {}, []
+    for name in injected_parameters():
+        if name not in spec and name not in params and name not in PAPERMILL_BUILTINS:
+            problems.append(_unknown(name, spec))
     for name, value in params.items():
         if name not in spec:
-            problems.append(f"unknown parameter {name} (this notebook takes {list(spec)})")
+            problems.append(_unknown(name, spec))
             continue
         try:
             out[name] = spec[name](name, value)

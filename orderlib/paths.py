@@ -29,6 +29,26 @@ def repo_root() -> Path:
     return _REPO
 
 
+RUNS_ENV = "ORDERLIB_RUNS"
+
+
+def runs_root() -> Path:
+    """Return where runs keep checkpoints, caches, locks and non-full reports: $ORDERLIB_RUNS
+    (`make test` points it at a folder it removes afterwards), else `<repo>/runs`."""
+    env = os.environ.get(RUNS_ENV)
+    return Path(env).expanduser().resolve() if env else _REPO / "runs"
+
+
+REPORTS_ENV = "ORDERLIB_REPORTS"
+
+
+def reports_root() -> Path:
+    """Return where full-preset runs write their reports: $ORDERLIB_REPORTS (a benchmark that reruns
+    a notebook keeps the committed reports apart), else `<repo>/reports`."""
+    env = os.environ.get(REPORTS_ENV)
+    return Path(env).expanduser().resolve() if env else _REPO / "reports"
+
+
 def sha256_files(paths: Iterable[Path]) -> str:
     """sha256 over the bytes of `paths`, in the order given, read in 1 MiB blocks."""
     h = hashlib.sha256()

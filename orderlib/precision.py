@@ -1,19 +1,21 @@
-"""Matrix-product precision of a training run: the tensors stay float32, only the inputs of matrix
-products are rounded (their sums stay float32), as mixed-precision training does on a GPU.
+"""Matrix-product precision of a run: tensors stay float32, only the inputs of matrix products may be
+rounded (their sums stay float32), as mixed-precision training does on a GPU.
 
-Modes (a trainer config's `matmul`):
-- "fp32": float32 products (PyTorch's default);
-- "bf16": on CPU, oneDNN's products take bfloat16 inputs (AMX tiles or AVX-512 BF16 dot products;
-  about 4x the float32 rate of a (128, 1024) x (1024, 3072) product on a 2-core Xeon with AMX;
-  benchmarks/gru_step.py times a training step);
+Modes (a notebook's `MATMUL`, a trainer config's `matmul`):
+- "fp32": float32 products, PyTorch's default and every CPU's: the committed reports use it;
+- "bf16": on CPU, oneDNN's products take bfloat16 inputs (AMX tiles or AVX-512 BF16 dot products);
 - "tf32": on CUDA, TensorFloat-32 products (Ampere and later);
-- "auto": "bf16" on a CPU with bfloat16 dot products (AVX-512 BF16, which every CPU with AMX has),
-  "tf32" on a CUDA device of compute capability >= 8, else "fp32".
-A run records the mode it resolved to (checkpoint key, report provenance): models trained in
-different modes are different models.
+- "auto": "bf16" where the probe finds bf16 products on this CPU, "tf32" on a CUDA device of compute
+  capability >= 8, else "fp32".
+
+Whether a CPU has bf16 products is measured, not read off its feature flags: `bf16_products()`
+multiplies once under oneDNN's flag and checks that the inputs were rounded. (A Zen 4 EPYC reports
+AVX-512 BF16, yet oneDNN keeps float32 products there under the flag.) A run records the mode that
+ran (checkpoint key, report provenance): models trained in different modes are different models.
 """
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 
 import torch
@@ -21,21 +23,75 @@ import torch
 MODES = ("fp32", "bf16", "tf32", "auto")
 
 
+@functools.lru_cache(maxsize=None)
+def bf16_products() -> bool:
+    """True if float32 products on this CPU take bfloat16 inputs under oneDNN's flag (probed once
+    per process: a (64, 512) x (512, 256) product, rounded inputs give ~1e-3 relative error, float32
+    ones ~1e-7)."""
+    g = torch.Generator().manual_seed(0)
+    a, w = torch.randn(64, 512, generator=g), torch.randn(256, 512, generator=g)
+    exact = torch.mm(a.double(), w.double().T)
+    flag = torch.backends.mkldnn.matmul
+    before = flag.fp32_precision
+    try:
+        flag.fp32_precision = "bf16"
+        products = (torch.nn.functional.linear(a, w), a @ w.T)
+    except (RuntimeError, ValueError):  # a build without oneDNN
+        return False
+    finally:
+        flag.fp32_precision = before
+    return all(float((p.double() - exact).norm() / exact.norm()) > 1e-4 for p in products)
+
+
 def resolve(mode: str, device) -> str:
-    """Return the concrete mode ("fp32", "bf16" or "tf32") of `mode` on `device`."""
+    """Return the concrete mode ("fp32", "bf16" or "tf32") of `mode` on `device`; refuse a mode the
+    device does not have, so a run never records one that did not run."""
     if mode not in MODES:
         raise ValueError(f"unknown matmul precision {mode!r}; known: {list(MODES)}")
     dev = torch.device(device)
+    tf32 = lambda: dev.type == "cuda" and torch.cuda.get_device_capability(dev)[0] >= 8  # noqa: E731
     if mode == "auto":
         if dev.type == "cpu":
-            return "bf16" if torch.cpu._is_avx512_bf16_supported() else "fp32"
-        if dev.type == "cuda":
-            return "tf32" if torch.cuda.get_device_capability(dev)[0] >= 8 else "fp32"
+            return "bf16" if bf16_products() else "fp32"
+        return "tf32" if tf32() else "fp32"
+    if mode == "bf16":
+        if dev.type != "cpu":
+            raise ValueError(f"matmul precision 'bf16' is the CPU's (oneDNN); on {dev} use 'tf32', 'fp32' or 'auto'")
+        if not bf16_products():
+            raise ValueError("matmul precision 'bf16': this CPU keeps float32 products under oneDNN's bf16 flag "
+                             "(orderlib.precision.bf16_products() probed it); use 'fp32' or 'auto'")
+    if mode == "tf32" and not tf32():
+        raise ValueError(f"matmul precision 'tf32' needs a CUDA device of compute capability >= 8, not {dev}; "
+                         "use 'fp32' or 'auto'")
+    return mode
+
+
+def _backend(device):
+    return torch.backends.mkldnn.matmul if torch.device(device).type == "cpu" else torch.backends.cuda.matmul
+
+
+def _flag(mode: str) -> str:
+    return "ieee" if mode == "fp32" else mode
+
+
+def in_effect(device) -> str:
+    """The mode this process's float32 products on `device` run in now ("fp32", "bf16" or "tf32")."""
+    dev = torch.device(device)
+    if dev.type not in ("cpu", "cuda"):
         return "fp32"
-    if mode == "bf16" and dev.type != "cpu":
-        raise ValueError(f"matmul precision 'bf16' is the CPU's (oneDNN); on {dev} use 'tf32' or 'auto'")
-    if mode == "tf32" and dev.type != "cuda":
-        raise ValueError(f"matmul precision 'tf32' is CUDA's; on {dev} use 'bf16' or 'auto'")
+    flag = _backend(dev).fp32_precision
+    flag = torch.backends.fp32_precision if flag == "none" else flag  # "none": the generic setting
+    if dev.type == "cpu":
+        return "bf16" if flag == "bf16" and bf16_products() else "fp32"
+    return "tf32" if flag == "tf32" else "fp32"
+
+
+def use(mode: str, device) -> str:
+    """Set `mode` for the rest of this process's float32 products on `device` (a notebook's MATMUL;
+    `training.workers` hands it on to the processes it spawns); return the resolved mode."""
+    mode = resolve(mode, device)
+    if torch.device(device).type in ("cpu", "cuda"):
+        _backend(device).fp32_precision = _flag(mode)
     return mode
 
 
@@ -43,12 +99,12 @@ def resolve(mode: str, device) -> str:
 def matmul_precision(mode: str, device):
     """Run the body with `mode` (see `resolve`) for float32 matrix products on `device`; restore after."""
     mode = resolve(mode, device)
-    if mode == "fp32":
+    if torch.device(device).type not in ("cpu", "cuda"):
         yield mode
         return
-    backend = torch.backends.mkldnn.matmul if mode == "bf16" else torch.backends.cuda.matmul
+    backend = _backend(device)
     before = backend.fp32_precision
-    backend.fp32_precision = mode
+    backend.fp32_precision = _flag(mode)
     try:
         yield mode
     finally:

@@ -132,8 +132,10 @@ def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | Non
 
     `meta` should hold at least preset, seed, device, data source and fingerprint and wall time;
     the git commit (unless given: take it when the run starts), timestamp and versions are added,
-    and the notebook that wrote it where `make reproduce` ran one (ORDERLIB_NOTEBOOK; it attributes
-    reports to notebooks run side by side).
+    the notebook that wrote it where `make reproduce` ran one (ORDERLIB_NOTEBOOK; it attributes
+    reports to notebooks run side by side), and `matmul`, the precision of matrix products in
+    effect for the run's device (orderlib.precision; a notebook sets it once, from MATMUL), unless
+    given.
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
@@ -143,12 +145,15 @@ def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | Non
             raise ValueError(f"provenance for {table_id!r} lacks {key!r}")
     import torch
 
+    from orderlib import precision
+
     out_dir = Path(out_dir or repo_root() / "reports" / "tables")
+    matmul = meta.get("matmul") or precision.in_effect("cuda" if str(meta["device"]).startswith("cuda") else "cpu")
     full_meta = {"id": table_id, "git_commit": meta.get("git_commit") or git_commit(),
                  "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
                  "python": platform.python_version(),
                  **({"notebook": os.environ["ORDERLIB_NOTEBOOK"]} if os.environ.get("ORDERLIB_NOTEBOOK") else {}),
-                 **meta}
+                 **meta, "matmul": matmul}
     paths = {"csv": out_dir / f"{table_id}.csv", "md": out_dir / f"{table_id}.md",
              "meta": out_dir / f"{table_id}.meta.json"}
     # All three are rendered before any is replaced, then renamed together: never a new CSV beside

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from orderlib.paths import repo_root
+from orderlib.paths import reports_root, runs_root
 
 
 @dataclass
@@ -22,10 +22,12 @@ class RunPaths:
 
 def run_paths(name: str, preset: str, root: Path | None = None) -> RunPaths:
     """Full-preset runs write `reports/`; other presets write `runs/<preset>/reports/` so a CI
-    run never overwrites the committed tables. Checkpoints go to `runs/<preset>/checkpoints/<name>`."""
-    root = Path(root or repo_root())
-    reports = root / "reports" if preset == "full" else root / "runs" / preset / "reports"
-    ckpt = root / "runs" / preset / "checkpoints" / name
+    run never overwrites the committed tables. Checkpoints go to `runs/<preset>/checkpoints/<name>`.
+    `runs/` and `reports/` are `orderlib.paths.runs_root()` and `reports_root()` (under `root` if given)."""
+    runs = Path(root) / "runs" if root else runs_root()
+    full = Path(root) / "reports" if root else reports_root()
+    reports = full if preset == "full" else runs / preset / "reports"
+    ckpt = runs / preset / "checkpoints" / name
     for p in (reports / "tables", reports / "figures", ckpt):
         p.mkdir(parents=True, exist_ok=True)
     return RunPaths(reports / "tables", reports / "figures", ckpt)

@@ -13,6 +13,7 @@ import torch
 
 import ddp_worker as worker
 from orderlib import distributed as ddp
+from orderlib.checkpoint import load_checkpoint
 from orderlib.training.entailment import evaluate as evaluate_entailment
 from orderlib.training.entailment import train_entailment_model
 from orderlib.training.retrieval import evaluate, train_retrieval_model
@@ -43,7 +44,7 @@ def two_processes(tmp_path_factory):
     done = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-6000:]
-    return out, [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(2)]
+    return out, [torch.load(out / f"rank{r}.pt", weights_only=True) for r in range(2)]
 
 
 @pytest.fixture
@@ -142,16 +143,16 @@ def test_the_checkpoint_serves_a_single_process_run(two_processes):
                                progress=False)
     for name, res in (("retrieval", r), ("entailment", e)):
         assert res.resumed and _weights_apart(res.model.state_dict(), first[name]["state"]) == 0
-        assert torch.load(out / f"{name}.pt", weights_only=False)["processes"] == 2
+        assert load_checkpoint(out / f"{name}.pt")["processes"] == 2
 
 
 def test_the_launcher_builds_what_the_notebooks_build():
     """orderlib.tools.train_parallel copies the notebooks' config and checkpoint lines: keep them in step."""
     launcher = (REPO / "orderlib/tools/train_parallel.py").read_text()
     for notebook, lines in {
-        "03_oe_table2_retrieval": ['cfg = {**exp.PRESETS[PRESET], "data": DATA, "matmul": MATMUL, **({"rows": rows} if rows else {})}',
+        "03_oe_table2_retrieval": ['cfg = {**exp.PRESETS[PRESET], "data": DATA, **({"rows": rows} if rows else {})}',
                                    'paths = run_paths(f"oe_retrieval_{DATA}", PRESET)'],
-        "02_oe_table3_snli": ['cfg = {**exp.PRESETS[PRESET], "data": DATA, "matmul": MATMUL}', 'cfg["datasets"] = ["snli"]',
+        "02_oe_table3_snli": ['cfg = {**exp.PRESETS[PRESET], "data": DATA}', 'cfg["datasets"] = ["snli"]',
                               'paths = run_paths("oe_table3_snli", PRESET)']}.items():
         cells = json.loads((REPO / f"notebooks/{notebook}.ipynb").read_text())["cells"]
         source = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
@@ -160,6 +161,8 @@ def test_the_launcher_builds_what_the_notebooks_build():
             ours = line.replace("PRESET]", "args.preset]").replace(", PRESET)", ", args.preset)")
             ours = ours.replace('"data": DATA', '"data": args.data').replace('"matmul": MATMUL', '"matmul": args.matmul').replace("{DATA}", "{args.data}")
             assert ours in launcher, (notebook, ours)
+        assert "matmul = precision.use(MATMUL, device)" in source and 'cfg["matmul"] = matmul' in source
+    assert launcher.count('cfg["matmul"] = precision.use(args.matmul, device)') == 2
 
 
 def test_the_launcher_without_torchrun_trains_into_the_notebooks_checkpoints(tmp_path, monkeypatch, capsys,
@@ -187,4 +190,4 @@ def test_the_launcher_without_torchrun_trains_into_the_notebooks_checkpoints(tmp
             assert len(lines) == n and all(how in line for line in lines), lines
         checkpoints = sorted((tmp_path / "runs/small/checkpoints" / folder).glob("*.pt"))
         assert len(checkpoints) == n
-        assert all(torch.load(c, weights_only=False)["processes"] == 1 for c in checkpoints)
+        assert all(load_checkpoint(c)["processes"] == 1 for c in checkpoints)

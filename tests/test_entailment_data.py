@@ -70,22 +70,29 @@ def test_missing_dataset_says_where_it_looked(tmp_path, monkeypatch):
         E.read_pairs_tsv(tmp_path / "absent.tsv")
 
 
-def _have(name):
-    try:
-        return E.dataset_dir(name).is_dir()
-    except DataError:
-        return False
-
-
-@pytest.mark.skipif(not (_have("snli") and _have("sick")),
-                    reason="SNLI/SICK TSVs not found (set ORDERLIB_SHARED_DATA to the folder holding snli/, sick/)")
+@pytest.mark.skipif(not (E.available("snli") and E.available("sick")),
+                    reason="SNLI/SICK not found. " + E.how_to_get("snli", "sick"))
 def test_real_snli_and_sick_splits():
-    test = E.load_split("snli", "test")
+    """The TSV copies where they are, else the official releases: the same pairs ('-' labels dropped)."""
+    test = E.load_pairs("snli", "test")
     assert len(test) == 9824
     assert test.label_counts() == {"entailment": 3368, "neutral": 3219, "contradiction": 3237}
     assert round(100 * (1 - test.positive.mean()), 1) == 65.7  # the 2-class majority baseline
-    assert len(E.load_split("snli", "dev")) == 9842
-    assert [len(E.load_split("sick", s)) for s in ("train", "dev", "test")] == [4439, 495, 4906]
+    assert len(E.load_pairs("snli", "dev")) == 9842
+    assert [len(E.load_pairs("sick", s)) for s in ("train", "dev", "test")] == [4439, 495, 4906]
+
+
+def test_missing_snli_says_where_to_download_it_and_where_to_put_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORDERLIB_DATA", str(tmp_path))
+    monkeypatch.delenv("ORDERLIB_SHARED_DATA", raising=False)
+    monkeypatch.setattr(E, "repo_root", lambda: tmp_path / "nowhere" / "repo")
+    with pytest.raises(DataError) as exc:
+        E.load_pairs("snli", "test")
+    message = str(exc.value)
+    assert f"https://nlp.stanford.edu/projects/snli/ and unzip it in {tmp_path} (it holds snli_1.0/)" in message
+    assert message.index("snli_1.0.zip") < message.index("ORDERLIB_SHARED_DATA")  # the download first
+    assert "put its SICK.txt in" in E.how_to_get("sick") and "zenodo.org/records/2787612" in E.how_to_get("sick")
+    assert "ORDERLIB_SHARED_DATA" not in E.how_to_get("snli", root=tmp_path)  # a folder given: only that folder
 
 
 def test_tokenize_and_holdout():

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from orderlib.paths import repo_root
+from orderlib.paths import repo_root, runs_root
 from orderlib.tools.browser import find_chromium
 
 NOTEBOOK = "00_oe_fig2_toy2d.ipynb"  # small preset: seconds of work, a table and a figure
@@ -104,7 +104,7 @@ def test_notebook_runs_in_jupyterlab_in_a_headless_browser(lab):
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(driver_path), options=opts)
-    shot = repo_root() / "runs" / "jupyterlab" / f"{Path(NOTEBOOK).stem}.png"
+    shot = runs_root() / "jupyterlab" / f"{Path(NOTEBOOK).stem}.png"
     try:
         driver.get(lab)
         deadline = time.time() + 120

@@ -174,6 +174,37 @@ def test_natural_metadata_errors(natural):
         load_mit_states(natural, "natural", metadata=bad)
 
 
+def _pwn(path):
+    """What a crafted metadata file calls on load if unpickled: writes `path`."""
+    with open(path, "w") as fh:
+        fh.write("pwned")
+
+
+class _Payload:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return _pwn, (self.path,)
+
+
+@pytest.mark.parametrize("zipfile", [True, False])  # czsl's .t7 is the older, non-zip torch format
+def test_natural_metadata_that_would_run_code_is_refused(natural, tmp_path, zipfile):
+    marker, evil = tmp_path / "pwned", natural / "evil.t7"
+    torch.save(META[:-1] + [{**META[-1], "image": _Payload(str(marker))}], evil, _use_new_zipfile_serialization=zipfile)
+    with pytest.raises(DataError, match=r"evil\.t7: not loaded: it names \S*_pwn,.*loading it would run code"):
+        load_mit_states(natural, "natural", metadata=evil)
+    assert not marker.exists() and evil.exists()  # no code ran, the file is where it was
+    torch.load(evil, weights_only=False)  # the file is a real exploit: unpickled, it runs its payload
+    assert marker.exists()
+
+
+def test_natural_metadata_in_the_older_torch_format(natural):
+    torch.save(META, natural / "old.t7", _use_new_zipfile_serialization=False)
+    old = load_mit_states(natural, "natural", metadata=natural / "old.t7")
+    assert old.images == load_mit_states(natural, "natural").images
+
+
 # ---- features ---------------------------------------------------------------------------------
 
 def test_load_features_follows_requested_order(tmp_path):

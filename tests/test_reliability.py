@@ -2,18 +2,22 @@
 runs never share a half-trained checkpoint; damaged files and bad parameters get messages that
 name the file or value and say what to do."""
 import gzip
+import io
 import os
+import shlex
 import shutil
 import stat
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from orderlib.checkpoint import code_version, fingerprint, load_checkpoint, locked, save_checkpoint
+from orderlib.checkpoint import (CheckpointError, cached, code_version, fingerprint, load_checkpoint, locked,
+                                 save_checkpoint)
 from orderlib.paths import DataError
 from orderlib.training import fit
 
@@ -205,6 +209,18 @@ def test_lock_is_exclusive(tmp_path):
     assert events == ["a in", "a out", "b in"]
 
 
+def test_locks_live_in_one_folder_of_the_runs_root(tmp_path, monkeypatch):
+    from orderlib.checkpoint import lock_path
+
+    monkeypatch.setenv("ORDERLIB_RUNS", str(tmp_path / "runs"))
+    for folder in ("a", "b"):
+        with locked(tmp_path / folder / "x.pt"):
+            pass
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # nothing beside the checkpoints
+    locks = sorted(p.name for p in (tmp_path / "runs" / ".locks").iterdir())
+    assert locks == sorted(lock_path(tmp_path / f / "x.pt").name for f in ("a", "b")) and locks[0] != locks[1]
+
+
 # ---------------------------------------------------------------- damaged files
 
 @pytest.mark.parametrize("content", [b"", b"PK\x03\x04 truncated zip", b"\x80\x02garbage"])
@@ -218,6 +234,120 @@ def test_damaged_checkpoint_is_set_aside_and_training_restarts(tmp_path, content
     assert not r.resumed and len(r.history) == 2
     assert (tmp_path / "m.pt.damaged").read_bytes() == content
     assert load_checkpoint(ckpt)["done"]  # a good checkpoint replaced it
+
+
+# ---------------------------------------------------------------- loading never runs code
+
+def _pwn(path):
+    """What a crafted checkpoint calls on load if unpickled: writes `path`."""
+    Path(path).write_text("pwned")
+
+
+class _Payload:
+    def __init__(self, func, *args):
+        self.func, self.args = func, args
+
+    def __reduce__(self):
+        return self.func, self.args
+
+
+def _payloads(marker):
+    return {"_pwn": _Payload(_pwn, str(marker)), "system": _Payload(os.system, f"touch {shlex.quote(str(marker))}")}
+
+
+@pytest.mark.parametrize("payload,named", [("_pwn", r"test_reliability\._pwn"), ("system", r"(posix|nt|os)\.system")])
+def test_a_checkpoint_that_would_run_code_is_refused_and_left_in_place(tmp_path, monkeypatch, payload, named):
+    monkeypatch.setenv("ORDERLIB_RUNS", str(tmp_path / "runs"))  # fit's lock
+    marker, ckpt = tmp_path / "pwned", tmp_path / "shared.pt"
+    torch.save({"cfg": {}, "model": {}, "x": _payloads(marker)[payload]}, ckpt)
+    content = ckpt.read_bytes()
+    with pytest.raises(CheckpointError, match=rf"checkpoint \S*shared\.pt was not loaded: it names {named}\b.*"
+                                              r"loading it would run code"):
+        load_checkpoint(ckpt)
+    model = torch.nn.Linear(1, 1)
+    with pytest.raises(CheckpointError, match=r"shared\.pt"):  # fit stops on it: neither trains over it nor loads it
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), {}, lambda e: 1.0, lambda: {"s": 1.0}, "s", 1, 1, ckpt,
+            progress=False)
+    assert not marker.exists()  # no code ran
+    assert ckpt.read_bytes() == content and not (tmp_path / "shared.pt.damaged").exists()  # left where it was
+    torch.load(ckpt, weights_only=False)  # the file is a real exploit: unpickled, it runs its payload
+    assert marker.exists()
+
+
+def test_fit_checkpoints_round_trip(tmp_path, monkeypatch):
+    """Adam's state, a numpy number in the optimizer (the item CNN's lr), the history and the cfg load back."""
+    monkeypatch.setenv("ORDERLIB_RUNS", str(tmp_path / "runs"))
+    cfg = {"dim": 2, "classes": (0, 2), "loss": "max-margin", "data": fingerprint(np.ones(2)), "code": None}
+
+    def run():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.Adam(model.parameters(), lr=0.1)
+
+        def train_epoch(epoch):
+            for g in opt.param_groups:
+                g["lr"] = 0.1 * 0.5 * (1 + np.cos(np.pi * epoch / 3))  # np.float64, as encoders/cnn.py
+            opt.zero_grad()
+            loss = model(torch.ones(4, 2)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        return model, fit(model, opt, cfg, train_epoch, lambda: {"s": -float(model.bias.detach())}, "s", 3, 3,
+                          tmp_path / "fit.pt", progress=False)
+
+    model, first = run()
+    state = load_checkpoint(tmp_path / "fit.pt")
+    assert isinstance(state["opt"]["param_groups"][0]["lr"], np.float64) and state["opt"]["state"]
+    assert state["done"] and state["history"] == first.history
+    again, second = run()
+    assert second.resumed and second.history == first.history
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+
+
+def test_cached_values_of_every_call_site_round_trip(tmp_path, monkeypatch):
+    """What devise, utama and oe_retrieval cache: arrays in dicts, bare arrays, WordVectors, tensors."""
+    monkeypatch.setenv("ORDERLIB_RUNS", str(tmp_path / "runs"))
+    from orderlib.encoders.skipgram import WordVectors
+
+    vec = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    values = {
+        "labels": {"vectors": vec, "corpus_tokens": None, "vocabulary": 7, "file": "w.txt", "seconds": 1.5,
+                   "trained_at": "abc123", "test_accuracy": 87.5},
+        "array": vec,
+        "word vectors": WordVectors(["a", "b", "c"], vec),
+        "features": {"10crop": {"train": torch.ones(2, 3)}, "1crop": {"train": torch.zeros(2, 3)}},
+    }
+    for name, value in values.items():
+        path = tmp_path / f"{name}.pt"
+        assert cached(path, "k", lambda: value) is value
+
+        def rebuilt():
+            raise AssertionError(f"{name}: rebuilt instead of loaded")
+
+        got = cached(path, "k", rebuilt)
+        if name == "word vectors":
+            assert type(got) is WordVectors and got.words == value.words and got.index == value.index
+            got, value = got.vectors, value.vectors
+        if name == "labels":
+            rest = [{k: v for k, v in d.items() if k != "vectors"} for d in (got, value)]
+            assert rest[0] == rest[1]
+            got, value = got["vectors"], value["vectors"]
+        if name == "features":
+            assert all(torch.equal(got[c][s], value[c][s]) for c in value for s in value[c])
+            continue
+        assert type(got) is np.ndarray and got.dtype == value.dtype and np.array_equal(got, value), name
+
+
+def test_a_numpy_1_array_checkpoint_loads(tmp_path):
+    """numpy 1 pickled arrays and numbers under numpy.core.multiarray (numpy 2: numpy._core.multiarray)."""
+    buf = io.BytesIO()
+    torch.save({"v": np.arange(3, dtype=np.float32), "lr": np.float64(0.5)}, buf, _use_new_zipfile_serialization=False)
+    old = buf.getvalue().replace(b"numpy._core.multiarray", b"numpy.core.multiarray")
+    assert b"numpy.core.multiarray" in old
+    (tmp_path / "old.pt").write_bytes(old)
+    state = load_checkpoint(tmp_path / "old.pt")
+    assert np.array_equal(state["v"], np.arange(3, dtype=np.float32)) and state["lr"] == 0.5
 
 
 def test_report_files_are_written_as_a_set_with_normal_permissions(tmp_path, monkeypatch):
@@ -325,6 +455,90 @@ def test_notebook_parameters_are_checked_before_any_work(tmp_path, monkeypatch):
         oe_retrieval.check_parameters(DATA="precomp", DATA_DIR=str(tmp_path))
     with pytest.raises(ValueError, match="unknown data 'offical'"):
         oe_snli.splits("snli", {**oe_snli.PRESETS["small"], "data": "offical"})
+
+
+def test_injected_parameter_names_are_read_from_papermills_cell():
+    from orderlib.params import assigned_names, injected_parameters
+
+    history = ["", "import os", 'PRESET = "small"\nWORDNET = "3.1"',  # the notebook's own parameters cell
+               '# Parameters\nPRESTE = "full"\nA, (B, *C) = 1, (2, 3)\nD: int = 4\nx.attr = 5\n',
+               "validate(spec)", "# Parameters\nE = [1, 2]\nPRESTE = 'small'\n"]
+    assert injected_parameters(history) == ["PRESTE", "A", "B", "C", "D", "E"]
+    assert injected_parameters(["", "# a comment\nPRESET = 'full'", "# Parameters of the model\nX = 1"]) == []
+    assert injected_parameters([]) == [] and injected_parameters() == []  # not in an IPython kernel
+    assert assigned_names("# Parameters\nnot python (") == []
+
+
+def test_an_injected_parameter_the_notebook_does_not_take_is_an_error(monkeypatch):
+    from orderlib import params as P
+    from orderlib.experiments import oe_retrieval, oe_toy2d
+
+    monkeypatch.setattr(P, "injected_parameters", lambda: ["PRESET", "PRESTE", "WORDNT", "PAPERMILL_INPUT_PATH"])
+    with pytest.raises(P.ParameterError) as exc:
+        P.validate(oe_toy2d.PARAMETERS, PRESET="small", WORDNET="3.2")
+    takes = list(oe_toy2d.PARAMETERS)  # ['PRESET', 'WORDNET', ...]
+    assert str(exc.value) == (
+        f"bad notebook parameters: unknown parameter PRESTE (this notebook takes {takes}; did you mean PRESET?); "
+        f"unknown parameter WORDNT (this notebook takes {takes}; did you mean WORDNET?); "
+        "WORDNET='3.2' is not one of ['3.0', '3.1']")
+    monkeypatch.setattr(P, "injected_parameters", lambda: ["PRESET", "ROWS"])  # Figure 4's notebook takes no ROWS
+    with pytest.raises(P.ParameterError, match=r"unknown parameter ROWS \(this notebook takes \['PRESET', 'DEVICE'\]"):
+        oe_retrieval.check_parameters(PRESET="small", DEVICE="auto")
+    monkeypatch.setattr(P, "injected_parameters", lambda: ["PRESET", "PAIRS"])
+    assert oe_retrieval.check_parameters(PRESET="small", PAIRS=5) == {"PRESET": "small", "PAIRS": 5}
+
+
+def test_each_notebook_validates_exactly_its_parameters_cell():
+    """What a notebook's `validate` / `check_parameters` call checks (and so what `-p NAME` it
+    accepts) is the set of names its parameters cell assigns, all of them passed."""
+    import ast
+    import importlib
+    import json
+
+    from orderlib.params import assigned_names
+    from orderlib.paths import repo_root
+
+    notebooks = sorted((repo_root() / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert len(notebooks) >= 10
+    for nb in notebooks:
+        cells = json.loads(nb.read_text())["cells"]
+        at = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))
+        names = set(assigned_names("".join(cells[at]["source"])))
+        code = "\n".join("".join(c["source"]) for c in cells[:at] if c["cell_type"] == "code")
+        module = next(a.name for n in ast.walk(ast.parse(code)) if isinstance(n, ast.ImportFrom)
+                      for a in n.names if a.asname == "exp")
+        exp = importlib.import_module(f"orderlib.experiments.{module}")
+        calls = [n for n in ast.walk(ast.parse("".join(cells[at + 1]["source"]))) if isinstance(n, ast.Call)
+                 and getattr(n.func, "attr", getattr(n.func, "id", None)) in ("validate", "check_parameters")]
+        assert len(calls) == 1, f"{nb.name}: the cell after the parameters cell validates them once"
+        passed = {k.arg for k in calls[0].keywords}
+        spec = set(exp.PARAMETERS) if isinstance(calls[0].func, ast.Name) else passed & set(exp.PARAMETERS)
+        assert names == passed == spec, (nb.name, sorted(names), sorted(passed), sorted(spec))
+
+
+def test_a_mistyped_papermill_parameter_stops_the_notebook_before_any_work(tmp_path):
+    """`papermill -p PRESTE full` (papermill only warns): notebook 00 fails in its validation cell."""
+    import json
+
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    from orderlib.experiments import oe_toy2d
+    from orderlib.paths import repo_root
+
+    out = tmp_path / "00.ipynb"
+    with pytest.raises(PapermillExecutionError) as exc:
+        papermill.execute_notebook(str(repo_root() / "notebooks" / "00_oe_fig2_toy2d.ipynb"), str(out),
+                                   parameters=dict(PRESTE="full"), kernel_name="python3", cwd=str(tmp_path),
+                                   progress_bar=False)
+    e = exc.value
+    assert e.ename == "ParameterError" and "unknown parameter PRESTE" in e.evalue, e.evalue
+    assert f"this notebook takes {list(oe_toy2d.PARAMETERS)}; did you mean PRESET?)" in e.evalue
+    code = [c for c in json.loads(out.read_text())["cells"] if c["cell_type"] == "code"]
+    at = next(i for i, c in enumerate(code) if c["execution_count"] == e.exec_count)
+    assert "".join(code[at]["source"]).startswith("validate(exp.PARAMETERS") and e.source == "".join(code[at]["source"])
+    assert "injected-parameters" in code[at - 1]["metadata"]["tags"]  # the cell right after papermill's
+    assert all(c["execution_count"] is None for c in code[at + 1:])  # nothing ran after it
 
 
 def test_a_precomp_test_split_too_small_fails_before_training(tmp_path, monkeypatch):

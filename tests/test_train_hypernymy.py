@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from orderlib.checkpoint import load_checkpoint
 from orderlib.data.hypernymy import make_splits
 from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 
@@ -56,7 +57,7 @@ def test_resume_reproduces_uninterrupted_run(data, tmp_path):
     short = HypernymyConfig(**{**cfg.__dict__, "epochs": 3})
     train_concept_model(data, short, checkpoint=ckpt, progress=False)
     # "interrupt" after 3 epochs: rewrite the checkpoint as if the 6-epoch run had stopped there
-    state = torch.load(ckpt, weights_only=False)
+    state = load_checkpoint(ckpt)
     state["cfg"]["epochs"], state["done"] = 6, False
     torch.save(state, ckpt)
     resumed = train_concept_model(data, cfg, checkpoint=ckpt, progress=False)

@@ -180,8 +180,26 @@ def dataset_dir(name: str, root: str | Path | None = None) -> Path:
         if c.is_dir():
             return c
     raise DataError(f"dataset {name!r} not found; looked in: {', '.join(map(str, candidates))}. "
-                    f"Get it from {SOURCES[name]} and put it in {data_root() / name} "
-                    f"(or set ORDERLIB_SHARED_DATA to a folder that holds {name}/).")
+                    f"{how_to_get(name, root=root)}")
+
+
+def how_to_get(*names: str, root: str | Path | None = None) -> str:
+    """Where to download each dataset's official release and where to put it (in `root`, default the
+    data root), then the shared-folder variable: for messages to users outside the project."""
+    where = Path(root) if root else data_root()
+    releases = list(dict.fromkeys(OFFICIAL.get(n, n) for n in names))
+    steps = [f"get SNLI 1.0 (snli_1.0.zip) from https://nlp.stanford.edu/projects/snli/ and unzip it in {where} "
+             f"(it holds snli_1.0/)" if r == "snli_1.0" else
+             f"get SICK (SemEval-2014 Task 1: SICK.zip from https://zenodo.org/records/2787612) and put its "
+             f"SICK.txt in {where / r}/" for r in releases]
+    get = "; ".join(steps)
+    get = f"{get[0].upper()}{get[1:]}."
+    if root:  # a folder given explicitly: neither `make data` nor the variable applies
+        return get
+    tsv = ", ".join(f"{n}/" for n in dict.fromkeys(n for n in names if n in OFFICIAL))
+    return (f"{get} `make data` does this where the network allows (data root: $ORDERLIB_DATA, "
+            f"else data/). Or set ORDERLIB_SHARED_DATA to a folder that already holds "
+            f"{', '.join(f'{r}/' for r in releases)}{f' or the {tsv} TSV copies' if tsv else ''}.")
 
 
 def load_split(name: str, split: str, root: str | Path | None = None, **kw) -> PairSet:
@@ -213,8 +231,7 @@ def load_pairs(name: str, split: str, root: str | Path | None = None) -> PairSet
     found = available(name, root)
     if found is None:
         raise DataError(f"{name}: neither the TSV copies ({name}/) nor the official release "
-                        f"({OFFICIAL[name]}/) found; run `make data` with network access, or get "
-                        f"{SOURCES[OFFICIAL[name]]}")
+                        f"({OFFICIAL[name]}/) found. {how_to_get(name, root=root)}")
     return load_split(found, split, root)
 
 
@@ -263,11 +280,8 @@ def ensure_entailment(root: Path | None = None) -> list[str]:
                 download_release(OFFICIAL[name], Path(root or data_root()))
                 found = available(name)
             except Exception as exc:  # noqa: BLE001 - offline, blocked, moved: say so and go on
-                where = Path(root or data_root())
-                put = (f"unzip it in {where} (the archive holds snli_1.0/)" if name == "snli"
-                       else f"put its SICK.txt into {where / OFFICIAL[name]}/")
                 lines.append(f"{name.upper()}: not found and not downloaded ({type(exc).__name__}: {exc}); "
-                             f"Table 3's notebook will be skipped. Get {SOURCES[OFFICIAL[name]]} and {put}")
+                             f"Table 3's notebook will be skipped. {how_to_get(name, root=root)}")
                 continue
         kind = "TSV copies" if found == name else "official release"
         lines.append(f"{name.upper()}: {dataset_dir(found)} ({kind})")

@@ -11,8 +11,8 @@ Layout under `root` (the `release_dataset/` folder of the download, or czsl's `m
 - `split="natural"` (Purushwalkam et al. 2019): `compositional-split-natural/{train,val,test}_pairs.txt`
   and the per-image assignment `metadata_compositional-split-natural.t7`, a list of dicts with keys
   'image' (path under images/), 'attr', 'obj', 'set'. Like czsl, an image whose pair is not in its
-  set's pair list is dropped. The .t7 file is a torch pickle: loading it unpickles (runs code from
-  the file), so load only metadata you trust, or convert it once to .json (same list of dicts).
+  set's pair list is dropped. The .t7 file is a torch pickle, read weights-only: no code from the
+  file runs, and one that names a function or class is refused with a DataError.
 - Precomputed features: an .npz with `files` (paths under images/, str) and `features` (N, F);
   see `load_features`. `image_features` computes them (ResNet penultimate layer, torchvision).
 """
@@ -133,7 +133,8 @@ def _resolve_image(images_dir: Path, rel: str) -> str | None:
 # ---- natural-split metadata -------------------------------------------------------------------
 
 def read_metadata(path: Path) -> list[dict]:
-    """Read the per-image metadata: a .json list of dicts, or a .t7/.pt torch pickle (unpickles!)."""
+    """Read the per-image metadata: a .json list of dicts, or a .t7/.pt torch file read weights-only
+    (no code runs; a file naming a function or class beyond torch's defaults raises DataError)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file (per-image metadata of the natural split)")
@@ -146,9 +147,15 @@ def read_metadata(path: Path) -> list[dict]:
     elif suffix in (".t7", ".pt"):
         import torch
 
+        from orderlib.checkpoint import refused_global
+
         try:
-            entries = torch.load(path, weights_only=False, map_location="cpu")  # a pickle: runs code on load
+            entries = torch.load(path, weights_only=True, map_location="cpu")  # containers, strings, numbers
         except Exception as e:  # noqa: BLE001 - torch's errors do not name the file
+            refused = refused_global(e)
+            if refused is not None:
+                raise DataError(f"{path}: not loaded: it names {refused}, which metadata (a list of dicts of "
+                                f"strings) never holds, and loading it would run code") from None
             raise DataError(f"{path}: not a readable torch file ({type(e).__name__}: {e})") from e
     else:
         raise DataError(f"{path}: unknown metadata format {suffix!r}; expected .t7, .pt or .json")

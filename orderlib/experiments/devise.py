@@ -29,7 +29,7 @@ from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, lemm
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours, ring_set
 from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
 from orderlib.training.hypernymy import TRAINER_CODE as HYPERNYMY_CODE, HypernymyConfig, train_concept_model
-from orderlib.params import device, existing, one_of
+from orderlib.params import device, existing, matmul, one_of
 from orderlib.reports import git_commit, model_record
 
 # Table 1 of Frome et al. (ILSVRC 2012 1K; hit@k in %, hp@k as fractions); 500-D rows for DeViSE and
@@ -88,7 +88,7 @@ PRESETS = {
 }
 
 # Notebook parameters and their valid values (orderlib.params.validate).
-PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "WORD_VECTORS": existing("file")}
+PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "WORD_VECTORS": existing("file")}
 
 
 @dataclass

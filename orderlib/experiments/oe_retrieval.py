@@ -25,10 +25,10 @@ from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, mak
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
 from orderlib.eval.retrieval import TIE_COLUMNS, TIES, evaluate_retrieval, rank_metrics, retrieval_ranks, tie_columns
-from orderlib.params import ParameterError, device, existing, one_of, positive_int, subset_of, validate, workers
+from orderlib.params import (ParameterError, device, existing, matmul, one_of, positive_int, subset_of, validate,
+                             workers)
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
-from orderlib.precision import MODES
 from orderlib.reports import model_record
 from orderlib.training.retrieval import (CaptionedImages, RetrievalConfig, RetrievalData, embed, prepare,
                                       train_retrieval_model)
@@ -64,20 +64,23 @@ EXTRA_ROWS = [r for r in ROWS if not r.startswith("order-embeddings")]
 
 _PAPER = dict(word_dim=300, dim=1024, batch=128, lr=1e-3, clip=2.0)  # Section 4.4
 PRESETS = {
-    "full": dict(_PAPER, matmul="auto", epochs=15, patience=4, seed=0, data="scenes", n_train=10000, n_dev=1000, n_test=5000,
+    "full": dict(_PAPER, epochs=15, patience=4, seed=0, data="scenes", n_train=10000, n_dev=1000, n_test=5000,
                  cnn=dict(epochs=5), cnn_items=50000, rows=list(ROWS)),
-    "small": dict(_PAPER, matmul="auto", word_dim=32, dim=64, epochs=3, patience=3, seed=0, data="scenes", n_train=1000,
+    "small": dict(_PAPER, word_dim=32, dim=64, epochs=3, patience=3, seed=0, data="scenes", n_train=1000,
                   n_dev=500, n_test=1000, cnn=dict(epochs=1), cnn_items=10000, rows=list(ROWS)),
 }
 
 
+PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DATA": one_of(["scenes", "precomp"]),
+              "DATA_DIR": existing("dir"), "DEVICE": device, "ROWS": subset_of(ROWS, allow_none=True),
+              "PAIRS": positive_int, "WORKERS": workers}  # of the three notebooks together
+
+
 def check_parameters(**params) -> dict:
     """Validate the Table 2 / Section 4.6 / Figure 4 notebook parameters before any work (see
-    orderlib.params): presets, data, rows, and a precomp folder's files and test size."""
-    spec = {"PRESET": one_of(PRESETS), "MATMUL": one_of(MODES), "DATA": one_of(["scenes", "precomp"]), "DATA_DIR": existing("dir"),
-            "DEVICE": device, "ROWS": subset_of(ROWS, allow_none=True), "PAIRS": positive_int,
-            "WORKERS": workers}
-    out = validate(spec, **params)
+    orderlib.params): presets, data, rows, and a precomp folder's files and test size. A notebook
+    passes every parameter it takes, and takes only those: `-p ROWS x` fails Figure 4's notebook."""
+    out = validate({name: PARAMETERS[name] for name in params if name in PARAMETERS}, **params)
     if out.get("DATA") == "precomp":
         if not out.get("DATA_DIR"):
             raise ParameterError("DATA='precomp' needs DATA_DIR: a folder such as coco_precomp/ holding "

@@ -19,8 +19,7 @@ import pandas as pd
 from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_pairs, load_split, tokenize
 from orderlib.eval.threshold import roc_points
 from orderlib.training.entailment import EntailmentConfig, energies, prepare, train_entailment_model
-from orderlib.precision import MODES
-from orderlib.params import device, existing, one_of, workers
+from orderlib.params import device, existing, matmul, one_of, workers
 from orderlib.reports import model_record
 from orderlib.training.workers import run_in_workers
 
@@ -37,14 +36,14 @@ MODELS = ["order-embeddings", "order-embeddings (symmetric)", "GRU features + ML
 
 _PAPER = dict(word_dim=300, dim=1024, batch=128, lr=1e-3, margin=0.2, clip=2.0)  # Section 5.3
 PRESETS = {
-    "full": dict(_PAPER, matmul="auto", epochs=10, patience=3, holdout=0.1, train_limit=None, seed=0, data="embedded",
+    "full": dict(_PAPER, epochs=10, patience=3, holdout=0.1, train_limit=None, seed=0, data="embedded",
                  datasets=["snli", "sick"]),
-    "small": dict(_PAPER, matmul="auto", word_dim=32, dim=64, epochs=2, patience=2, holdout=0.1, train_limit=2000, seed=0,
+    "small": dict(_PAPER, word_dim=32, dim=64, epochs=2, patience=2, holdout=0.1, train_limit=2000, seed=0,
                   data="embedded", datasets=["snli", "sick"]),
 }
 
 # Notebook parameters and their valid values (orderlib.params.validate).
-PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": one_of(MODES), "DATA": one_of(["embedded", "official"]), "DATA_DIR": existing("dir"),
+PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DATA": one_of(["embedded", "official"]), "DATA_DIR": existing("dir"),
               "DEVICE": device, "WORKERS": workers}
 
 

@@ -14,7 +14,7 @@ from orderlib.data.hypernymy import closure_pairs
 from orderlib.data.wordnet import NounGraph
 from orderlib.losses import max_margin
 from orderlib.penalties import order_violation_matrix
-from orderlib.params import one_of
+from orderlib.params import matmul, one_of
 
 PRESETS = {
     "full": dict(root="feline.n.01", depth=2, dim=2, steps=4000, lr=0.02, margin=1.0, seed=0, sweep_seeds=6),
@@ -22,7 +22,7 @@ PRESETS = {
 }
 
 # Notebook parameters and their valid values (orderlib.params.validate).
-PARAMETERS = {"PRESET": one_of(PRESETS), "WORDNET": one_of(["3.0", "3.1"])}
+PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "WORDNET": one_of(["3.0", "3.1"])}
 FIT_KEYS = ("dim", "steps", "lr", "margin", "seed")
 
 

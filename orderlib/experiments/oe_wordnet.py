@@ -27,11 +27,12 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from orderlib import precision
 from orderlib.checkpoint import fingerprint, load_checkpoint
 from orderlib.data.hypernymy import HypernymyData, authors_split, make_splits, transitive_closure_predict
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph
 from orderlib.encoders.hyperbolic import init_from_poincare
-from orderlib.params import boolean, device, one_of, subset_of, workers
+from orderlib.params import boolean, device, matmul, one_of, subset_of, workers
 from orderlib.reports import model_record
 from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
@@ -177,7 +178,7 @@ PRESETS = {
 }
 
 # Notebook parameters and their valid values (orderlib.params.validate).
-PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "PROTOCOLS": subset_of(["paper", "clean"]),
+PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "PROTOCOLS": subset_of(["paper", "clean"]),
               "SPLIT": one_of(list(SPLITS)), "WORKERS": workers,
               "PROGRESS": boolean}
 
@@ -256,8 +257,9 @@ def load_setting(preset: str, setting: str, workers="auto") -> tuple[dict, NounG
     return cfg, graph, resolve_workers(workers if workers == "auto" else int(workers), "cpu")
 
 
-def _init_worker(data: dict[str, HypernymyData]) -> None:
+def _init_worker(data: dict[str, HypernymyData], matmul: str = "fp32") -> None:
     _DATA.update(data)
+    precision.use(matmul, "cpu")  # the notebook's MATMUL, which a spawned process does not inherit
 
 
 def model_config(name: str, cfg: dict, seed: int | None = None, **overrides):
@@ -321,7 +323,8 @@ def run_jobs(jobs: list[dict], workers: int, progress: bool = True) -> list[dict
     else:
         threads = max(1, (os.cpu_count() or 1) // workers)
         with huge_pages_for_children(), ProcessPoolExecutor(
-                workers, mp_context=get_context("spawn"), initializer=_init_worker, initargs=(dict(_DATA),)) as pool:
+                workers, mp_context=get_context("spawn"), initializer=_init_worker,
+                initargs=(dict(_DATA), precision.in_effect("cpu"))) as pool:
             futures = {pool.submit(run_job, {**jobs[i], "threads": threads}): i for i in order}  # workers start here
             for f in as_completed(futures):
                 out[futures[f]] = f.result()

@@ -19,7 +19,7 @@ from orderlib.data.facts import (RELATIONS, VERSION, Fact, all_facts, generalisa
                                  make_fact_images)
 from orderlib.data.fashion_mnist import load_fashion_mnist
 from orderlib.eval.facts import fact_map, fact_topk  # noqa: F401 (fact_topk re-exported for the notebook)
-from orderlib.params import device, existing, one_of, workers
+from orderlib.params import device, existing, matmul, one_of, workers
 from orderlib.reports import model_record
 from orderlib.training.workers import run_in_workers
 
@@ -35,7 +35,7 @@ PRESETS = {
                   cca_dim=16, eszsl_gamma=1.0, eszsl_lambda=1.0, caption_epochs=2, scale_objects=(3,),
                   scale_epochs=1),
 }
-PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "WORD_VECTORS": existing("file"), "WORKERS": workers}
+PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "WORD_VECTORS": existing("file"), "WORKERS": workers}
 
 # Sherlock's Table 4, large-scale row: K1 / K5 / K10 (%) and mAP100 (%).
 PAPER_TABLE4 = {

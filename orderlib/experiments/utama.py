@@ -32,7 +32,7 @@ from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, lemm
                                         train_skipgram, wordnet_corpus)
 from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep, topk_accuracy
 from orderlib.eval.compositional import context_dependence  # noqa: F401 (the notebook calls exp.context_dependence)
-from orderlib.params import device, existing, one_of, workers
+from orderlib.params import device, existing, matmul, one_of, workers
 from orderlib.reports import model_record
 from orderlib.training.composition import CRF, CompositionConfig, predict_scores, train_recogniser
 from orderlib.training.workers import run_in_workers
@@ -78,7 +78,7 @@ PRESETS = {
                   train=dict(epochs=3, dim=64, hidden=64, tensor_dim=8, batch=32), finetune_epochs=1,
                   context_items=8),
 }
-PARAMETERS = {"PRESET": one_of(PRESETS), "DEVICE": device, "WORD_VECTORS": existing("file"),
+PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "WORD_VECTORS": existing("file"),
               "MIT_STATES": existing("dir"), "MIT_FEATURES": existing("file"), "WORKERS": workers}
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from orderlib import threadshare
 from orderlib.checkpoint import atomic_write_text
-from orderlib.paths import repo_root
+from orderlib.paths import repo_root, runs_root
 from orderlib.reports import device_description, git_commit, write_table
 from orderlib.runs import run_paths
 
@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lanes = resolve_lanes(args.lanes)
     root = repo_root()
-    out_dir = args.out or root / "runs" / "executed"
+    out_dir = args.out or runs_root() / "executed"
     tables = run_paths(TABLE_ID, args.preset).tables
     device = run_device()
     before, before_commit = previous_times(tables, bench_id(device))

@@ -19,6 +19,7 @@ import os
 import sys
 
 from orderlib import distributed as ddp
+from orderlib import precision
 from orderlib.params import ParameterError, validate
 from orderlib.runs import run_paths
 
@@ -33,7 +34,8 @@ def retrieval(args, device, distributed: bool) -> dict:
     from orderlib.experiments import oe_retrieval as exp
 
     rows = exp.check_parameters(PRESET=args.preset, MATMUL=args.matmul, DATA=args.data, DATA_DIR=args.data_dir, ROWS=args.rows)["ROWS"]
-    cfg = {**exp.PRESETS[args.preset], "data": args.data, "matmul": args.matmul, **({"rows": rows} if rows else {})}  # as notebook 03
+    cfg = {**exp.PRESETS[args.preset], "data": args.data, **({"rows": rows} if rows else {})}  # as notebook 03
+    cfg["matmul"] = precision.use(args.matmul, device)
     paths = run_paths(f"oe_retrieval_{args.data}", args.preset)
     ex = exp.run(cfg, device, paths.checkpoints, args.data_dir, rows=[], progress=_first())
     with ddp.process_group(device) if distributed else contextlib.nullcontext():
@@ -46,7 +48,8 @@ def snli(args, device, distributed: bool) -> dict:
     from orderlib.experiments import oe_snli as exp
 
     validate(exp.PARAMETERS, PRESET=args.preset, MATMUL=args.matmul, DATA=args.data, DATA_DIR=args.data_dir)
-    cfg = {**exp.PRESETS[args.preset], "data": args.data, "matmul": args.matmul}  # as notebook 02
+    cfg = {**exp.PRESETS[args.preset], "data": args.data}  # as notebook 02
+    cfg["matmul"] = precision.use(args.matmul, device)
     if args.data == "official":
         cfg["datasets"] = ["snli"]
     paths = run_paths("oe_table3_snli", args.preset)
@@ -73,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--data-dir", default=None, help="the notebook's DATA_DIR")
         s.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                        help="cuda: each process takes cuda:LOCAL_RANK (NCCL); cpu: gloo (default: cuda if available)")
-        s.add_argument("--matmul", default="auto", help="the notebook's MATMUL: auto, fp32, bf16 or tf32 (default auto)")
+        s.add_argument("--matmul", default="fp32", help="the notebook's MATMUL: fp32, bf16, tf32 or auto (default fp32)")
         if name == "retrieval":
             s.add_argument("--rows", default=None, help="the notebook's ROWS: methods to train, 'a,b' (default all)")
     return p

@@ -15,6 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from orderlib import distributed as ddp
+from orderlib import precision
 from orderlib.checkpoint import load_checkpoint, locked, save_checkpoint
 from orderlib.reports import git_commit
 from orderlib.threadshare import follow_share
@@ -55,6 +56,7 @@ class FitResult:
     seconds: float = 0.0  # training + held-out evaluation time, summed over epochs (resumes included)
     resumed: bool = False
     trained_at: str | None = None  # git commit of the code that trained the first epoch (None: unknown)
+    matmul: str = "fp32"  # the precision its matrix products ran in (orderlib.precision)
 
 
 @dataclass
@@ -100,6 +102,9 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
     if distributed:
         ddp.require()
     main = not distributed or ddp.is_main()  # the process that locks, evaluates and writes
+    param = next(model.parameters(), None)
+    matmul = precision.in_effect(param.device if param is not None else "cpu")
+    cfg = {**cfg, "matmul": matmul}  # models trained with other products are other models
     processes = ddp.world_size() if distributed else 1
     with locked(checkpoint) if checkpoint and main else contextlib.nullcontext():
         state = load_checkpoint(checkpoint) if checkpoint and main else None
@@ -142,4 +147,4 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
                 saved = time.perf_counter()
         if best_state is not None:
             model.load_state_dict(best_state)
-        return FitResult(history, best[1], best[0], seconds, state is not None, trained_at)
+        return FitResult(history, best[1], best[0], seconds, state is not None, trained_at, matmul)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 from tqdm.auto import tqdm
 
-from orderlib import threadshare
+from orderlib import precision, threadshare
 from orderlib.params import workers
 
 
@@ -58,8 +58,9 @@ def resolve_workers(value, device="cpu") -> int:
     return workers("WORKERS", value)
 
 
-def _init_worker() -> None:
+def _init_worker(matmul: str = "fp32") -> None:
     torch.set_num_threads(1)
+    precision.use(matmul, "cpu")  # the notebook's MATMUL, which a spawned process does not inherit
     os.environ.pop(threadshare.ENV, None)  # one thread from start to end, whatever the notebook's share
 
 
@@ -73,7 +74,7 @@ def run_in_workers(fn: Callable[..., Any], jobs: dict[str, dict], n_workers: int
     out: dict[str, Any] = {}
     bar = tqdm(total=len(jobs), desc=f"{desc} ({n_workers} processes)", disable=not progress)
     pool = ProcessPoolExecutor(max(1, min(n_workers, len(jobs))), mp_context=get_context("spawn"),
-                               initializer=_init_worker)
+                               initializer=_init_worker, initargs=(precision.in_effect("cpu"),))
     try:
         futures = {pool.submit(fn, **jobs[n]): n for n in order}
         for f in as_completed(futures):

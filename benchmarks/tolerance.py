@@ -1,0 +1,136 @@
+"""How far a report's numbers move between machines and thread counts: one notebook, one commit, one seed.
+
+Reruns a notebook (default: 06, DeViSE Table 1, full preset) from scratch in several variants, each in
+a folder of its own (nothing shared, nothing resumed across variants), and compares every number of
+its tables with the reference variant's:
+- "reference": this machine, all cores (torch's default threads), MATMUL fp32;
+- "1 thread": OMP_NUM_THREADS=1: other splits of every reduction across threads;
+- "SSE4 kernels": PyTorch's, oneDNN's and MKL's vector kernels capped at SSE4 (ATEN_CPU_CAPABILITY=default,
+  ONEDNN_MAX_CPU_ISA=SSE41, MKL_ENABLE_INSTRUCTIONS=SSE4_2): the summation orders of a CPU of another
+  kind, emulated on this one;
+- "bf16 products": MATMUL bf16, where the probe finds bf16 products on this CPU (orderlib.precision);
+  elsewhere recorded as not run.
+Writes reports/tables/bench_tolerance.* (every compared number in the CSV, the largest moves in the
+Markdown). A variant's run lives under runs/tolerance/<variant>/ and resumes from its checkpoints.
+
+    .venv/bin/python benchmarks/tolerance.py [--notebooks notebooks/06_devise_table1.ipynb] [--preset full]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from orderlib import precision
+from orderlib.paths import REPORTS_ENV, RUNS_ENV, repo_root, runs_root
+from orderlib.reports import device_description, git_commit, write_table
+
+SSE4 = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
+VARIANTS = {  # name -> (environment, MATMUL)
+    "reference": ({}, "fp32"),
+    "1 thread": ({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}, "fp32"),
+    "SSE4 kernels": (SSE4, "fp32"),
+    "bf16 products": ({}, "bf16"),
+}
+KEYS = ("method", "metric")  # with every other non-number column of a table
+
+
+def run_variant(name: str, notebook: Path, preset: str, folder: Path) -> float:
+    """Execute `notebook` in variant `name` with its runs and reports under `folder`; return wall seconds
+    (0 when an earlier run finished it: folder/done.json)."""
+    done = folder / f"{notebook.stem}.done.json"
+    if done.exists():
+        return json.loads(done.read_text())["seconds"]
+    env_extra, matmul = VARIANTS[name]
+    env = {**os.environ, **env_extra, RUNS_ENV: str(folder / "runs"), REPORTS_ENV: str(folder / "reports")}
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    print(f"[{name}] {notebook.name} ({preset}) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "papermill", "-p", "PRESET", preset, "-p", "MATMUL", matmul,
+                    str(notebook), str(folder / f"{notebook.stem}.executed.ipynb")],
+                   env=env, cwd=repo_root(), check=True, stdout=subprocess.DEVNULL)
+    seconds = time.perf_counter() - t0
+    done.write_text(json.dumps({"seconds": seconds}))
+    return seconds
+
+
+def tables_of(folder: Path) -> dict[str, pd.DataFrame]:
+    tables = folder / "reports" / "tables"
+    if not tables.is_dir():  # small preset: runs/<preset>/reports
+        tables = next((folder / "runs").glob("*/reports/tables"))
+    return {p.stem: pd.read_csv(p) for p in sorted(tables.glob("*.csv"))}
+
+
+def compare(reference: dict[str, pd.DataFrame], other: dict[str, pd.DataFrame], variant: str) -> list[dict]:
+    """One row per number of the reference tables: its value in both runs and the absolute move."""
+    rows = []
+    for table, ref in reference.items():
+        keys = [c for c in ref.columns if c not in ("paper", "ours") and not pd.api.types.is_numeric_dtype(ref[c])]
+        merged = ref.merge(other[table], on=keys, suffixes=("", " (variant)"), how="left")
+        for _, r in merged.iterrows():
+            a, b = pd.to_numeric(r["ours"], errors="coerce"), pd.to_numeric(r["ours (variant)"], errors="coerce")
+            if pd.isna(a):
+                continue
+            rows.append({"method": variant, "metric": f"{table}: {r['method']} {r['metric']}"
+                         + "".join(f" [{r[k]}]" for k in keys if k not in KEYS), "paper": None,
+                         "ours": abs(b - a), "table": table, "reference": a, "variant": b})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--notebooks", nargs="+", type=Path, default=[Path("notebooks/06_devise_table1.ipynb")])
+    ap.add_argument("--preset", default="full")
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    args = ap.parse_args()
+    commit, t0 = git_commit(), time.perf_counter()
+    base = runs_root() / "tolerance" / args.preset
+    has_bf16 = precision.bf16_products()
+    ran, seconds = [], {}
+    for name in args.variants:
+        if VARIANTS[name][1] == "bf16" and not has_bf16:
+            continue
+        for nb in args.notebooks:  # in order: a later notebook may load an earlier one's models
+            seconds[f"{name}: {nb.name}"] = round(run_variant(name, nb, args.preset, base / name.replace(" ", "_")), 1)
+        ran.append(name)
+    reference = tables_of(base / "reference")
+    rows = [row for name in ran if name != "reference"
+            for row in compare(reference, tables_of(base / name.replace(" ", "_")), f"{name} vs reference")]
+    df = pd.DataFrame(rows)
+    show = (df.groupby(["method", "table"], sort=False)
+              .agg(numbers=("ours", "size"), changed=("ours", lambda d: int((d > 0).sum())),
+                   median_move=("ours", "median"), max_move=("ours", "max"))
+              .reset_index().rename(columns={"median_move": "median |move|", "max_move": "max |move|"}))
+    show.insert(2, "metric", "|ours - reference|")
+    show.insert(3, "paper", None)
+    show.insert(4, "ours", show.pop("max |move|"))
+    largest = df.sort_values("ours", ascending=False).groupby("method", sort=False).head(3)
+    notes = (f"Notebooks {', '.join(n.name for n in args.notebooks)} ({args.preset} preset, seed as in the preset) "
+             f"rerun from scratch at commit {commit[:7]} in each variant on {device_description('cpu')}; "
+             "'ours' is the largest absolute move of any number of the table against the reference run "
+             "(same machine, all cores, float32 products). 'SSE4 kernels' caps PyTorch's, oneDNN's and MKL's vector "
+             "kernels at SSE4, as a CPU of another kind would sum in other orders. "
+             + ("" if has_bf16 else "bf16 products: not run, this CPU keeps float32 products under oneDNN's bf16 "
+                                    "flag (orderlib.precision probe). ")
+             + "Largest single moves: " + "; ".join(f"{r.method}: {r.metric} {r.reference:g} -> {r.variant:g}"
+                                                    for r in largest.itertuples()) + ".")
+    meta = dict(preset=args.preset, seed=0, device=device_description("cpu"),
+                data_source="the notebooks' own data (see their reports)", data_fingerprint="",
+                wall_time_s=round(time.perf_counter() - t0, 1), git_commit=commit, matmul="fp32 (and bf16 where run)",
+                variants={n: {"environment": VARIANTS[n][0], "MATMUL": VARIANTS[n][1]} for n in ran},
+                notebooks=[str(n) for n in args.notebooks], bf16_products=has_bf16, seconds=seconds)
+    out = repo_root() / "reports" / "tables" if args.preset == "full" else base / "tables"
+    out.mkdir(parents=True, exist_ok=True)
+    write_table("bench_tolerance", df, meta, out, title="How far the numbers move across thread counts and CPU kernels",
+                notes=notes, show=show)
+    print(show.to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

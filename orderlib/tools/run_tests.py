@@ -1,0 +1,127 @@
+"""`make test`: the report index check, the library tests and every notebook on its small preset.
+
+    python -m orderlib.tools.run_tests [--keep-runs] [--tests PATH ...] [--notebooks NB ...] [--no-notebooks]
+
+Every step runs even when an earlier one fails, so one failing test does not hide the notebooks'
+results; the exit status is non-zero if any step failed. The run writes its checkpoints, caches,
+small-preset reports and pytest's temporary files into a fresh folder `runs/test-*`
+($ORDERLIB_RUNS for everything it starts), says how much disk that took, and removes it (keep it
+with --keep-runs). The last line is the count over all steps: `make test: N passed, N failed`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from orderlib.paths import RUNS_ENV, data_root, repo_root
+
+SNLI_NOTEBOOK = "02_oe_table3_snli.ipynb"
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files under `folder` (0 if it is missing); links are not followed."""
+    total = 0
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def junit_counts(path: Path) -> dict[str, int]:
+    """passed / failed / skipped counts of a pytest junit-xml file (errors count as failed)."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return counts
+    for case in root.iter("testcase"):
+        kinds = {child.tag for child in case}
+        if kinds & {"failure", "error"}:
+            counts["failed"] += 1
+        elif "skipped" in kinds:
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return counts
+
+
+def entailment_available() -> bool:
+    from orderlib.data.entailment import available
+    return available("snli") and available("sick")
+
+
+def step(name: str, cmd: list[str], env: dict, junit: Path | None = None) -> dict:
+    """Run one step; return its name, exit status, wall seconds and test counts."""
+    print(f"\n=== {name}: {' '.join(cmd)}", flush=True)
+    t0 = time.perf_counter()
+    rc = subprocess.run(cmd, env=env, cwd=repo_root()).returncode
+    counts = junit_counts(junit) if junit else {"passed": int(rc == 0), "failed": int(rc != 0), "skipped": 0}
+    if rc not in (0, 5) and not counts["failed"]:  # the runner itself failed (collection, a crash)
+        counts["failed"] += 1
+    return {"name": name, "rc": rc, "seconds": time.perf_counter() - t0, **counts}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--keep-runs", action="store_true", help="keep the run folder (runs/test-*) for inspection")
+    ap.add_argument("--notebooks", nargs="*", default=None, help="notebooks to execute (default: notebooks/NN_*)")
+    ap.add_argument("--no-notebooks", action="store_true", help="the library tests only")
+    ap.add_argument("--tests", nargs="*", default=["tests"], help="test files or folders for pytest (default: tests)")
+    args = ap.parse_args(argv)
+    root = repo_root()
+    (root / "runs").mkdir(exist_ok=True)
+    runs = Path(tempfile.mkdtemp(prefix="test-", dir=root / "runs"))
+    env = {**os.environ, RUNS_ENV: str(runs)}
+    py = sys.executable
+    wall0, data0 = time.perf_counter(), folder_bytes(data_root())
+    notebooks = [Path(n) for n in (args.notebooks if args.notebooks is not None
+                                   else sorted(str(p.relative_to(root)) for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb")))]
+    skipped_notebooks = []
+    if any(n.name == SNLI_NOTEBOOK for n in notebooks) and not entailment_available():
+        from orderlib.data.entailment import how_to_get
+        skipped_notebooks.append(f"{SNLI_NOTEBOOK}: SNLI 1.0 and SICK not found. {how_to_get('snli', 'sick')}")
+        notebooks = [n for n in notebooks if n.name != SNLI_NOTEBOOK]
+    results = [step("report index", [py, "-m", "orderlib.tools.report_index", "--check"], env),
+               step("library tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={runs / 'pytest'}",
+                                      f"--junit-xml={runs / 'library.xml'}", *args.tests], env, runs / "library.xml")]
+    if notebooks and not args.no_notebooks:
+        results.append(step("notebooks (small preset)",
+                            [py, "-m", "pytest", "-q", "--nbval-lax", "-p", "no:cacheprovider",
+                             f"--basetemp={runs / 'pytest-nb'}", f"--junit-xml={runs / 'notebooks.xml'}",
+                             *map(str, notebooks)], env, runs / "notebooks.xml"))
+    used, data_used = folder_bytes(runs), folder_bytes(data_root()) - data0
+    child = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print("\n=== summary")
+    for r in results:
+        print(f"  {r['name']:26s} {'ok    ' if r['rc'] in (0, 5) else 'FAILED'} {r['passed']:4d} passed, "
+              f"{r['failed']:3d} failed, {r['skipped']:3d} skipped  ({r['seconds'] / 60:.1f} min)")
+    for line in skipped_notebooks:
+        print(f"  skipped {line}")
+    print(f"  wall {(time.perf_counter() - wall0) / 60:.1f} min, CPU {(child.ru_utime + child.ru_stime) / 60:.1f} min "
+          f"(user + system of the steps), peak memory of one process {child.ru_maxrss / 2**20:.1f} GiB")
+    print(f"  disk: {used / 2**20:,.0f} MiB written under {runs.relative_to(root)} "
+          f"({'kept' if args.keep_runs else 'removed'})" + (f"; data/ grew by {data_used / 2**20:,.0f} MiB"
+                                                              if data_used > 0 else ""))
+    if not args.keep_runs:
+        shutil.rmtree(runs, ignore_errors=True)
+    total = {k: sum(r[k] for r in results) for k in ("passed", "failed", "skipped")}
+    failed = [r["name"] for r in results if r["rc"] not in (0, 5)]
+    if failed:
+        print(f"  failed steps: {', '.join(failed)}")
+    print(f"make test: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
