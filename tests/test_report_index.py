@@ -13,13 +13,19 @@ def test_committed_index_is_current():
 def test_unlisted_or_missing_reports_are_errors(tmp_path):
     (tmp_path / "reports" / "tables").mkdir(parents=True)
     (tmp_path / "reports" / "figures").mkdir()
-    meta = {"git_commit": "0123456789abcdef", "preset": "full", "created": "2026-11-23T12:00:00+0000"}
+    meta = {"git_commit": "0123456789abcdef", "preset": "full", "created": "2026-11-23T12:00:00+0000", "matmul": "fp32"}
     (tmp_path / "reports" / "tables" / "oe_table3_snli.meta.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="oe_table3_roc.png is missing"):
         R.render(tmp_path)
     (tmp_path / "reports" / "figures" / "oe_table3_roc.png").write_bytes(b"png")
     text = R.render(tmp_path)
-    assert "| `oe_table3_snli` |" in text and "| 0123456 | not recorded | 2026-11-23 |" in text and "oe_table2" not in text
+    assert "| `oe_table3_snli` |" in text and "| fp32 | 0123456 | not recorded | 2026-11-23 |" in text and "oe_table2" not in text
+    assert "e.g. \"orderlib `oe_table3_snli` at 0123456\"" in text  # the example cites a real table
+    no_mode = {k: v for k, v in meta.items() if k != "matmul"}
+    (tmp_path / "reports" / "tables" / "oe_table3_snli.meta.json").write_text(json.dumps(no_mode))
+    with pytest.raises(ValueError, match="does not say which matrix-product precision ran"):
+        R.render(tmp_path)
+    (tmp_path / "reports" / "tables" / "oe_table3_snli.meta.json").write_text(json.dumps(meta))
     (tmp_path / "reports" / "tables" / "made_up.meta.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="made_up.meta.json has no entry"):
         R.render(tmp_path)
@@ -40,3 +46,14 @@ def test_models_trained_at_column_reads_every_provenance_form():
     assert trained_at({"git_commit": here, "trained_at": {"m": here}}) == "this commit"
     assert trained_at({"git_commit": here, "models": {"m": {"trained_at": "d" * 40}}}) == "at ddddddd"
     assert trained_at({"git_commit": here, "train_seconds": {"m": 1.0}}) == "not recorded"
+
+
+def test_the_tolerance_line_is_read_off_the_bench_tolerance_report(tmp_path):
+    tables = tmp_path / "reports" / "tables"
+    tables.mkdir(parents=True)
+    assert R.tolerance_line(tmp_path / "reports") == ""
+    (tables / "bench_tolerance.csv").write_text("method,metric,paper,ours\n1 thread vs reference,a,,0.5\n"
+                                                "1 thread vs reference,b,,0\n1 thread vs reference,c,,1.25\n")
+    (tables / "bench_tolerance.meta.json").write_text(json.dumps({"notebooks": ["notebooks/06_x.ipynb"]}))
+    line = R.tolerance_line(tmp_path / "reports")
+    assert "1 thread: up to 1.25 (median 0.50, 2 of 3 numbers moved) in 06_x.ipynb's tables" in line

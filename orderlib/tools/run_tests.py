@@ -3,10 +3,11 @@
     python -m orderlib.tools.run_tests [--keep-runs] [--tests PATH ...] [--notebooks NB ...] [--no-notebooks]
 
 Every step runs even when an earlier one fails, so one failing test does not hide the notebooks'
-results; the exit status is non-zero if any step failed. The run writes its checkpoints, caches,
-small-preset reports and pytest's temporary files into a fresh folder `runs/test-*`
-($ORDERLIB_RUNS for everything it starts), says how much disk that took, and removes it (keep it
-with --keep-runs). The last line is the count over all steps: `make test: N passed, N failed`.
+results; the exit status is non-zero if any step failed. The run writes its checkpoints, caches and
+small-preset reports into a fresh folder `runs/test-*` ($ORDERLIB_RUNS for everything it starts),
+and pytest's temporary files into a system temp folder (outside the checkout's git), says how much
+disk both took, and removes them (keep them with --keep-runs). The last line is the count over all
+steps: `total: N passed, N failed, N skipped`.
 """
 from __future__ import annotations
 
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     root = repo_root()
     (root / "runs").mkdir(exist_ok=True)
     runs = Path(tempfile.mkdtemp(prefix="test-", dir=root / "runs"))
+    scratch = Path(tempfile.mkdtemp(prefix="orderlib-pytest-"))  # tmp_path outside the checkout: not in its git
     env = {**os.environ, RUNS_ENV: str(runs)}
     py = sys.executable
     wall0, data0 = time.perf_counter(), folder_bytes(data_root())
@@ -93,14 +95,14 @@ def main(argv: list[str] | None = None) -> int:
         skipped_notebooks.append(f"{SNLI_NOTEBOOK}: SNLI 1.0 and SICK not found. {how_to_get('snli', 'sick')}")
         notebooks = [n for n in notebooks if n.name != SNLI_NOTEBOOK]
     results = [step("report index", [py, "-m", "orderlib.tools.report_index", "--check"], env),
-               step("library tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={runs / 'pytest'}",
+               step("library tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={scratch / 'library'}",
                                       f"--junit-xml={runs / 'library.xml'}", *args.tests], env, runs / "library.xml")]
     if notebooks and not args.no_notebooks:
         results.append(step("notebooks (small preset)",
                             [py, "-m", "pytest", "-q", "--nbval-lax", "-p", "no:cacheprovider",
-                             f"--basetemp={runs / 'pytest-nb'}", f"--junit-xml={runs / 'notebooks.xml'}",
+                             f"--basetemp={scratch / 'notebooks'}", f"--junit-xml={runs / 'notebooks.xml'}",
                              *map(str, notebooks)], env, runs / "notebooks.xml"))
-    used, data_used = folder_bytes(runs), folder_bytes(data_root()) - data0
+    used, data_used = folder_bytes(runs) + folder_bytes(scratch), folder_bytes(data_root()) - data0
     child = resource.getrusage(resource.RUSAGE_CHILDREN)
     print("\n=== summary")
     for r in results:
@@ -110,16 +112,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  skipped {line}")
     print(f"  wall {(time.perf_counter() - wall0) / 60:.1f} min, CPU {(child.ru_utime + child.ru_stime) / 60:.1f} min "
           f"(user + system of the steps), peak memory of one process {child.ru_maxrss / 2**20:.1f} GiB")
-    print(f"  disk: {used / 2**20:,.0f} MiB written under {runs.relative_to(root)} "
+    print(f"  disk: {used / 2**20:,.0f} MiB written under {runs.relative_to(root)} and pytest's {scratch} "
           f"({'kept' if args.keep_runs else 'removed'})" + (f"; data/ grew by {data_used / 2**20:,.0f} MiB"
                                                               if data_used > 0 else ""))
     if not args.keep_runs:
         shutil.rmtree(runs, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     total = {k: sum(r[k] for r in results) for k in ("passed", "failed", "skipped")}
     failed = [r["name"] for r in results if r["rc"] not in (0, 5)]
     if failed:
         print(f"  failed steps: {', '.join(failed)}")
-    print(f"make test: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
+    print(f"total: {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
     return 1 if failed else 0
 
 
