@@ -9,6 +9,18 @@ from orderlib.data.wordnet import wordnet_dir
 from orderlib.training import loop
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _runs_outside_the_checkout(tmp_path_factory):
+    """Checkpoint locks and run artefacts of the tests go to a temporary folder (make test sets its
+    own), never into the checkout's runs/."""
+    if os.environ.get("ORDERLIB_RUNS"):
+        yield
+        return
+    os.environ["ORDERLIB_RUNS"] = str(tmp_path_factory.mktemp("runs"))
+    yield
+    os.environ.pop("ORDERLIB_RUNS", None)
+
+
 @pytest.fixture(scope="session")
 def real_wordnet():
     """The installed WordNet 3.1/3.0 dirs; skip if absent unless ORDERLIB_REQUIRE_DATA=1 (make test)."""

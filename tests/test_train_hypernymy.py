@@ -50,20 +50,34 @@ def test_lazy_adam_follows_dense_adam_and_sparse_adam_does_not(data):
         train_concept_model(data, HypernymyConfig(optimizer="sgd"), progress=False)
 
 
-def test_resume_reproduces_uninterrupted_run(data, tmp_path):
+def test_resume_reproduces_uninterrupted_run(data, tmp_path, monkeypatch):
+    from orderlib.training import loop
+
     cfg = HypernymyConfig(model="order-embeddings", dim=8, epochs=6, batch=32, lr=0.05, patience=6)
     full = train_concept_model(data, cfg, progress=False)
     ckpt = tmp_path / "run.pt"
-    short = HypernymyConfig(**{**cfg.__dict__, "epochs": 3})
-    train_concept_model(data, short, checkpoint=ckpt, progress=False)
-    # "interrupt" after 3 epochs: rewrite the checkpoint as if the 6-epoch run had stopped there
+    started = []
+
+    def interrupt_at_the_fourth_epoch():
+        started.append(1)
+        if len(started) == 4:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop, "CHECKPOINT_EVERY_S", 0.0)  # a checkpoint after every epoch
+    monkeypatch.setattr(loop, "follow_share", interrupt_at_the_fourth_epoch)  # called as each epoch starts
+    with pytest.raises(KeyboardInterrupt):
+        train_concept_model(data, cfg, checkpoint=ckpt, progress=False)
     state = load_checkpoint(ckpt)
-    state["cfg"]["epochs"], state["done"] = 6, False
-    torch.save(state, ckpt)
+    assert state["epoch"] == 2 and not state["done"] and "opt" in state  # 3 epochs done, resumable
+    monkeypatch.setattr(loop, "follow_share", lambda: None)
     resumed = train_concept_model(data, cfg, checkpoint=ckpt, progress=False)
     assert resumed.resumed
     assert [h["loss"] for h in resumed.history] == pytest.approx([h["loss"] for h in full.history])
     assert resumed.test_accuracy == full.test_accuracy
+    finished = load_checkpoint(ckpt)
+    assert finished["done"] and "model" not in finished and "opt" not in finished  # best weights only
+    again = train_concept_model(data, cfg, checkpoint=ckpt, progress=False)
+    assert again.resumed and again.test_accuracy == full.test_accuracy
 
 
 def test_extra_negative_kinds(data):

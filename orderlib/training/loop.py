@@ -89,7 +89,8 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
 
     With `checkpoint`, state is saved after an epoch once CHECKPOINT_EVERY_S have passed since the
     last save, and after the last epoch; a run with the same `cfg` resumes from it (a finished run
-    returns at once); a checkpoint of another cfg is trained over. `cfg`
+    returns at once, and its checkpoint holds the best weights only: no last weights, no optimizer
+    state, a quarter of the size for Adam); a checkpoint of another cfg is trained over. `cfg`
     must therefore hold everything that determines the model: settings, a fingerprint of the
     data, the trainer's code version (orderlib.checkpoint). The checkpoint is locked while this
     runs: a concurrent run of the same checkpoint waits, then resumes or loads what this one left.
@@ -114,9 +115,10 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
             state = ddp.broadcast(state)
         start, history, best, best_state, done, seconds = 0, [], (float("-inf"), -1), None, False, 0.0
         trained_at = git_commit() if state is None else None
-        if state is not None:
+        if state is not None and "model" in state:  # a finished run keeps its best state only
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["opt"])
+        if state is not None:
             start, history, best = state["epoch"] + 1, state["history"], tuple(state["best"])
             best_state, done, seconds = state["best_state"], state["done"], state["seconds"]
             trained_at = state.get("trained_at")
@@ -140,10 +142,10 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
                 best, best_state = (ev[score], epoch), copy.deepcopy(model.state_dict())
             done = epoch - best[1] >= patience or epoch == epochs - 1
             if checkpoint and main and (done or time.perf_counter() - saved >= CHECKPOINT_EVERY_S):
-                save_checkpoint(checkpoint, {"cfg": cfg, "model": model.state_dict(), "opt": opt.state_dict(),
-                                             "epoch": epoch, "history": history, "best": list(best),
-                                             "best_state": best_state, "done": done, "seconds": seconds,
-                                             "trained_at": trained_at, "processes": processes})
+                weights = {} if done else {"model": model.state_dict(), "opt": opt.state_dict()}
+                save_checkpoint(checkpoint, {"cfg": cfg, **weights, "epoch": epoch, "history": history,
+                                             "best": list(best), "best_state": best_state, "done": done,
+                                             "seconds": seconds, "trained_at": trained_at, "processes": processes})
                 saved = time.perf_counter()
         if best_state is not None:
             model.load_state_dict(best_state)
