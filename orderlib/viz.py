@@ -185,29 +185,35 @@ def plot_fact_retrievals(images, i2f, f2i, ncols: int = 6):
 
 def plot_fact_curves(scale, per_fact):
     """Sherlock's Figure 4 (K1 as the number of facts grows; solid: among all facts, dashed:
-    among the image's order) and Figure 7 (K10 by training images per SPO fact), side by side.
+    among the image's order) and Figure 7 (K10 by training images per SPO fact), side by side;
+    one row per evaluation protocol when the frames have a `protocol` column (strict, implied).
     scale: rows (facts, method, candidates, K1); per_fact: rows (bin, method, K10)."""
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.2))
+    names = list(dict.fromkeys(scale["protocol"])) if "protocol" in scale else [None]
+    fig, axes = plt.subplots(len(names), 2, figsize=(12, 4.2 * len(names)), squeeze=False)
     colours = {m: f"C{i}" for i, m in enumerate(dict.fromkeys(list(scale["method"]) + list(per_fact["method"])))}
-    for (m, c), g in scale.groupby(["method", "candidates"], sort=False):
-        g = g.sort_values("facts")
-        a.plot(g["facts"], g["K1"], marker="o", color=colours[m], ls="-" if c == "all facts" else "--",
-               label=m if c == "all facts" else None)
-    a.set_xscale("log")
-    a.set_xlabel("facts (log)")
-    a.set_ylabel("K1 (%)")
-    a.set_title("Figure 4: K1 as the number of facts grows\n(solid: all facts; dashed: facts of the image's order)",
-                fontsize=9)
-    bins = list(dict.fromkeys(per_fact["bin"]))
-    for m, g in per_fact.groupby("method", sort=False):
-        a_ = g.set_index("bin").reindex(bins)
-        b.plot(range(len(bins)), a_["K10"], marker="o", color=colours[m], label=m)
-    b.set_xticks(range(len(bins)), bins)
-    b.set_xlabel("training images of the SPO fact")
-    b.set_ylabel("K10 (%)")
-    b.set_title("Figure 7: K10 of SPO facts by training images per fact", fontsize=9)
-    b.legend(fontsize=7, loc="upper left")
+    for (a, b), name in zip(axes, names):
+        sc = scale if name is None else scale[scale["protocol"] == name]
+        pf = per_fact if name is None else per_fact[per_fact["protocol"] == name]
+        tag = "" if name is None else f" [{name} protocol]"
+        for (m, c), g in sc.groupby(["method", "candidates"], sort=False):
+            g = g.sort_values("facts")
+            a.plot(g["facts"], g["K1"], marker="o", color=colours[m], ls="-" if c == "all facts" else "--",
+                   label=m if c == "all facts" else None)
+        a.set_xscale("log")
+        a.set_xlabel("facts (log)")
+        a.set_ylabel("K1 (%)")
+        a.set_title(f"Figure 4: K1 as the number of facts grows{tag}\n(solid: all facts; dashed: facts of the "
+                    "image's order)", fontsize=9)
+        bins = list(dict.fromkeys(pf["bin"]))
+        for m, g in pf.groupby("method", sort=False):
+            a_ = g.set_index("bin").reindex(bins)
+            b.plot(range(len(bins)), a_["K10"], marker="o", color=colours[m], label=m)
+        b.set_xticks(range(len(bins)), bins)
+        b.set_xlabel("training images of the SPO fact")
+        b.set_ylabel("K10 (%)")
+        b.set_title(f"Figure 7: K10 of SPO facts by training images per fact{tag}", fontsize=9)
+        b.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig

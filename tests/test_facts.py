@@ -111,8 +111,10 @@ def test_average_precision_by_hand():
     rel = torch.tensor([[True, False, True, False], [False, False, False, False]])
     ap = average_precision(dist, rel)
     assert ap[0] == pytest.approx((1 / 1 + 2 / 3) / 2) and np.isnan(ap[1])
-    assert average_precision(dist, rel, top=2)[0] == pytest.approx((1 / 1) / 2)  # one of 2 relevant in the top 2
-    assert average_precision(dist, rel, top=1)[0] == pytest.approx(1.0)  # min(R, top) = 1
+    # one of 2 relevant in the top 2: calcAP.m divides by the 1 found there; min(R, top) by 2
+    assert average_precision(dist, rel, top=2)[0] == pytest.approx(1 / 1)
+    assert average_precision(dist, rel, top=2, normalise="min(R,top)")[0] == pytest.approx((1 / 1) / 2)
+    assert average_precision(dist, rel, top=1)[0] == pytest.approx(1.0)
     # mAP over queries: image facts [0, 1, 0, 2]; query 0 as above, query 2 finds its image at rank 1
     d = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.0]])
     assert fact_map(d, [0, 1, 0, 2], [0, 2]) == pytest.approx(100 * ((1 + 2 / 3) / 2 + 1) / 2)

@@ -1,13 +1,18 @@
-"""Bi-directional fact retrieval metrics (Sherlock, "Evaluation Metrics"; notes/protocols.md).
+"""Bi-directional fact retrieval metrics (Sherlock, "Evaluation Metrics"; docs/protocols.md).
 
-- image -> fact (language view retrieval): rank the candidate facts for each image, top-k
-  accuracy (K1 / K5 / K10) under the project's tie rules (orderlib.eval.compositional);
-- fact -> image (visual view retrieval): rank the test images for each fact; AP = the mean of
-  the precision at the rank of each relevant image; mAP over facts with at least one relevant
-  image. AP@100 only looks at the top 100 images: the sum of the precision at each relevant image
-  within them, divided by min(number relevant, 100), so a fact whose relevant images all sit in
-  the top 100 can still reach 1 (TREC's truncated AP). Ties between equal distances are broken by
-  image index (distances are continuous; exact ties do not occur in practice).
+Two protocols, as the authors' evaluation scripts (mhelhoseiny/sherlock, eval/metrics):
+- `strict` (GetSherlockResults.m): an image's annotated fact is its only correct answer; image ->
+  fact top-k accuracy (K1 / K5 / K10) under the project's tie rules (orderlib.eval.compositional);
+  fact -> image AP over the images of that fact.
+- `implied` (GetSherlockResults_notharsh_v2.m): a fact is compared with an image on its own slots
+  only and scored per fact (`fact_scores`); an image's implied lower-order facts are true too
+  (`implied_topk`); an <S> or <S,P> query's relevant images include its completions
+  (`flexible_relevance`).
+
+AP (calcAP.m): the mean of the precision at the rank of each relevant image found. AP@100 looks
+at the top 100 images only and divides by the number of relevant images found there (not by
+min(R, 100)); a fact with none there scores 0. mAP averages over the query facts (all have test
+images). Ties between equal scores are broken by image index (a stable sort, as MATLAB's).
 """
 from __future__ import annotations
 
@@ -16,6 +21,9 @@ import torch
 
 from orderlib.eval.compositional import topk_accuracy
 
+STRICT, IMPLIED = "strict", "implied"
+PROTOCOLS = (STRICT, IMPLIED)
+
 
 def fact_topk(dist: torch.Tensor, target, ks=(1, 5, 10)) -> dict:
     """K@k (%) of each image's fact among candidate facts: dist (N, F) low = relevant, target (N,)."""
@@ -23,10 +31,15 @@ def fact_topk(dist: torch.Tensor, target, ks=(1, 5, 10)) -> dict:
     return {f"K{k}": acc[f"top-{k}"] for k in ks}
 
 
-def average_precision(dist: torch.Tensor, relevant: torch.Tensor, top: int | None = None) -> np.ndarray:
+def average_precision(dist: torch.Tensor, relevant: torch.Tensor, top: int | None = None,
+                      normalise: str = "found") -> np.ndarray:
     """AP of each query row (F,) float64: dist (F, N) low = relevant, relevant (F, N) bool.
-    With `top`, truncated AP over the first `top` ranks (normalised by min(R, top)). Rows without
-    a relevant image give NaN."""
+    With `top`, only the first `top` ranks count, and the sum of precisions is divided by the
+    relevant images found there (calcAP.m; 0 when none is found), or with normalise="min(R,top)"
+    by min(R, top) (TREC's truncated AP, the project's earlier column). Without `top` both are
+    plain AP. Rows without any relevant image give NaN."""
+    if normalise not in ("found", "min(R,top)"):
+        raise ValueError(f"normalise must be 'found' or 'min(R,top)', got {normalise!r}")
     dist, relevant = torch.as_tensor(dist), torch.as_tensor(relevant, dtype=torch.bool)
     if dist.shape != relevant.shape:
         raise ValueError(f"dist {tuple(dist.shape)} and relevant {tuple(relevant.shape)} must match")
@@ -35,17 +48,112 @@ def average_precision(dist: torch.Tensor, relevant: torch.Tensor, top: int | Non
     if top is not None:
         hits = hits[:, :top]
     ranks = torch.arange(1, hits.shape[1] + 1, dtype=torch.float64)
-    precision = hits.cumsum(1) / ranks  # (F, n)
+    total = (hits.cumsum(1) / ranks * hits).sum(1)  # sum of precisions at the relevant ranks
     n_rel = relevant.sum(1).double()
-    denom = n_rel if top is None else n_rel.clamp(max=top)
-    ap = (precision * hits).sum(1) / denom
+    if top is None:
+        ap = total / n_rel
+    elif normalise == "found":
+        found = hits.sum(1)
+        ap = torch.where(found > 0, total / found.clamp(min=1), torch.zeros_like(total))
+    else:
+        ap = total / n_rel.clamp(max=top)
     return torch.where(n_rel > 0, ap, torch.full_like(ap, float("nan"))).numpy()
 
 
-def fact_map(dist: torch.Tensor, image_fact, query_facts, top: int | None = None) -> float:
+def fact_map(dist: torch.Tensor, image_fact, query_facts, top: int | None = None, relevant=None) -> float:
     """mAP (%) of fact queries over test images: dist (Q, N) between query facts and images,
-    image_fact (N,) the fact of each image, query_facts (Q,) the fact of each query."""
-    image_fact, query_facts = torch.as_tensor(image_fact), torch.as_tensor(query_facts)
-    relevant = query_facts[:, None] == image_fact[None, :]  # (Q, N)
+    image_fact (N,) the fact of each image, query_facts (Q,) the fact of each query. `relevant`
+    (Q, N) bool overrides "the image's fact is the query" (e.g. `flexible_relevance`)."""
+    if relevant is None:
+        image_fact, query_facts = torch.as_tensor(image_fact), torch.as_tensor(query_facts)
+        relevant = query_facts[:, None] == image_fact[None, :]  # (Q, N)
     ap = average_precision(dist, relevant, top)
     return 100.0 * float(np.nanmean(ap))
+
+
+# --- the `implied` protocol (GetSherlockResults_notharsh_v2.m) ------------------------------------
+
+def slot_scores(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, metric: str = "euc",
+                block: int = 512) -> torch.Tensor:
+    """(N, F) float64 per-fact scores (high = match) of images v (N, 3, d) against facts l (F, 3, d)
+    of `orders` (F,), each fact compared on its own slots only (S; S and P; S, P and O), as the
+    v2 script slices the [S | P | O] vector. metric: "euc" (log of exp(-d^2 / 2 sigma_f^2), sigma_f
+    the median distance of fact f over the images), "cos" (cosine over the fact's slots) or "dot".
+    Images are taken `block` at a time: memory O(block * F) beyond the (N, F) result."""
+    v, l = torch.as_tensor(v, dtype=torch.float64), torch.as_tensor(l, dtype=torch.float64)
+    w = (torch.arange(3)[None] < torch.as_tensor(orders)[:, None]).double()  # (F, 3) slots of each fact
+    l_sq = (l.pow(2).sum(-1) * w).sum(1)  # (F,) squared norm over the fact's slots
+    parts = []
+    for i in range(0, len(v), block):
+        vb = v[i:i + block]  # (B, 3, d)
+        dot = sum((vb[:, k] @ l[:, k].T) * w[None, :, k] for k in range(3))  # (B, F)
+        v_sq = vb.pow(2).sum(-1) @ w.T  # (B, F) squared norm of the image over each fact's slots
+        if metric == "dot":
+            parts.append(dot)
+        elif metric == "cos":
+            parts.append(dot / (v_sq.sqrt() * l_sq.sqrt()[None]).clamp(min=1e-12))
+        elif metric == "euc":
+            parts.append((v_sq - 2 * dot + l_sq[None]).clamp(min=0))  # squared distance, normalised below
+        else:
+            raise ValueError(f"metric must be 'euc', 'cos' or 'dot', got {metric!r}")
+    out = torch.cat(parts)
+    return fact_scores(out) if metric == "euc" else out
+
+
+def fact_scores(dist_sq: torch.Tensor) -> torch.Tensor:
+    """(N, F) float64 `euc` scores of squared distances dist_sq (N images, F facts): the log of
+    exp(-d^2 / 2 sigma_f^2), sigma_f the median over the images of fact f's distance d (GetX_Scores.m
+    with one fact at a time). The log keeps the order without underflow; a fact whose median is 0
+    scores 0 where d = 0 and -inf elsewhere."""
+    d2 = torch.as_tensor(dist_sq, dtype=torch.float64).clamp(min=0)
+    sigma = torch.as_tensor(np.median(d2.sqrt().numpy(), axis=0))  # (F,); the middle two averaged, as MATLAB
+    return -d2 / (2 * sigma.pow(2))[None].clamp(min=1e-300)
+
+
+def implied_truth(implies: np.ndarray, image_fact) -> torch.Tensor:
+    """(N, F) bool: the facts true of each image: its own and the lower-order facts it implies
+    (an <S,P,O> image: its <S,P> where that fact exists, and its <S>); `implies` (F, F) from
+    orderlib.data.facts.implies."""
+    return torch.as_tensor(np.asarray(implies)[np.asarray(image_fact)])
+
+
+def flexible_relevance(implies: np.ndarray, image_fact, query_facts) -> torch.Tensor:
+    """(Q, N) bool, the v2 script's flag_flexible_map: an <S> query's relevant images are every
+    image whose subject is S, an <S,P> query's its <S,P> and <S,P,O> images, an <S,P,O> query's
+    its own."""
+    return implied_truth(implies, image_fact)[:, torch.as_tensor(query_facts)].T
+
+
+def implied_hits(scores: torch.Tensor, truth: torch.Tensor, ks=(1, 5, 10), block: int = 512) -> dict:
+    """{k: (N,) float64}: per image, the fraction of its true facts found "within k" among all
+    candidates ranked by score (high first, index order among ties), the v2 script's rule: a true
+    fact at rank r with a true facts ranked above it is found when r - a <= k + n - 1, n the
+    image's number of true facts (the true facts ranked above do not count against it, and n - 1
+    more places are allowed). With one true fact this is plain top-k. Rows without a true fact: NaN."""
+    scores, truth = torch.as_tensor(scores), torch.as_tensor(truth, dtype=torch.bool)
+    if scores.shape != truth.shape:
+        raise ValueError(f"scores {tuple(scores.shape)} and truth {tuple(truth.shape)} must match")
+    out = {k: [] for k in ks}
+    for i in range(0, len(scores), block):
+        order = torch.sort(-scores[i:i + block].double(), dim=1, stable=True).indices
+        t = truth[i:i + block].gather(1, order)  # (B, F) true at rank r?
+        n = t.sum(1, keepdim=True)  # (B, 1)
+        rank = torch.arange(1, t.shape[1] + 1)[None]
+        above = t.cumsum(1) - t.long()  # true facts ranked above each position
+        for k in ks:
+            found = (t & (rank - above <= k + n - 1)).sum(1).double()
+            out[k].append(torch.where(n[:, 0] > 0, found / n[:, 0].clamp(min=1), torch.full_like(found, float("nan"))))
+    return {k: torch.cat(v) for k, v in out.items()}
+
+
+def implied_topk(scores: torch.Tensor, truth: torch.Tensor, ks=(1, 5, 10)) -> dict:
+    """K@k (%) under the `implied` protocol: the mean over images of `implied_hits`."""
+    return {f"K{k}": 100.0 * float(np.nanmean(h.numpy())) for k, h in implied_hits(scores, truth, ks).items()}
+
+
+def implied_chance(n_true, n_candidates: int, k: int) -> float:
+    """Expected `implied` K@k (%) of random scores: a true fact is found when at most k + n - 2
+    false facts rank above it, and among itself and the F - n false facts its place is uniform."""
+    n = np.asarray(n_true, np.float64)
+    false = n_candidates - n
+    return 100.0 * float(np.mean(np.minimum(k + n - 1, false + 1) / (false + 1)))

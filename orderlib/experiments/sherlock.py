@@ -18,7 +18,9 @@ from orderlib.data.attributes import ATTRS, OBJECTS
 from orderlib.data.facts import (RELATIONS, VERSION, Fact, all_facts, generalisation_cases, implies, long_tail_counts,
                                  make_fact_images)
 from orderlib.data.fashion_mnist import load_fashion_mnist
-from orderlib.eval.facts import fact_map, fact_topk  # noqa: F401 (fact_topk re-exported for the notebook)
+from orderlib.eval.facts import (IMPLIED, PROTOCOLS, STRICT, average_precision, fact_map, fact_scores,  # noqa: F401
+                                 fact_topk, flexible_relevance, implied_chance, implied_hits, implied_topk,
+                                 implied_truth, slot_scores)
 from orderlib.params import device, existing, matmul, one_of, workers
 from orderlib.reports import model_record
 from orderlib.training.workers import run_in_workers
@@ -144,58 +146,130 @@ def same_order(dist: torch.Tensor, task: FactTask) -> torch.Tensor:
     return dist.masked_fill(img_order[:, None] != task.orders[None, :], float("inf"))
 
 
-def retrieval_rows(method: str, dist: torch.Tensor, task: FactTask, paper: dict = PAPER_TABLE4) -> list[dict]:
-    """Table 4 rows of one method from its (test images, facts) distances: image -> fact K1/5/10
-    among all facts (the paper) and among the facts of the image's order, and fact -> image mAP /
-    mAP@100, overall and per fact order."""
+DOT_SCORED = ("ESZSL",)  # methods whose "distance" is minus a compatibility score, not a distance
+
+
+def implied_scores(method: str, dist: torch.Tensor) -> torch.Tensor:
+    """(N, F) `implied` scores (high = match) of a method's (test images, facts) distances: the v2
+    script's per-fact `euc` (eval.facts.fact_scores) of the distance taken as squared (the SEM rows'
+    is the squared Euclidean distance over the fact's own slots; CCA's and the symmetric caption
+    model's 1 - cos is half a squared distance between unit vectors; order violations are squared
+    norms); ESZSL (minus its bilinear compatibility) keeps the script's `dot`."""
+    d = torch.as_tensor(dist, dtype=torch.float64)
+    return -d if method in DOT_SCORED else fact_scores(d)
+
+
+@dataclass
+class Protocol:
+    """One protocol's view of a method's distances: scores (high = match), each image's true facts
+    (N, F) and each fact's relevant images (F, N)."""
+
+    name: str
+    scores: torch.Tensor
+    truth: torch.Tensor
+    relevant: torch.Tensor
+
+    def typed(self, task: FactTask) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores and truth with the facts of another order than the image's fact left out."""
+        other = task.orders[torch.as_tensor(task.test.fact)][:, None] != task.orders[None, :]
+        return self.scores.masked_fill(other, -float("inf")), self.truth & ~other
+
+    def topk(self, scores: torch.Tensor, truth: torch.Tensor, target: torch.Tensor, ks=(1, 5, 10)) -> dict:
+        """K@k: the project's top-k (strict) or the v2 script's rule over the true facts (implied)."""
+        return fact_topk(-scores, target, ks) if self.name == STRICT else implied_topk(scores, truth, ks)
+
+    def map(self, qf: torch.Tensor, top: int | None = None) -> float:
+        return fact_map(-self.scores[:, qf].T, None, None, top, relevant=self.relevant[qf])
+
+
+def protocols(method: str, dist: torch.Tensor, task: FactTask, names=PROTOCOLS) -> list[Protocol]:
+    """The `strict` (GetSherlockResults.m) and `implied` (GetSherlockResults_notharsh_v2.m) views."""
+    img_fact = torch.as_tensor(task.test.fact)
+    dist = torch.as_tensor(dist)
+    out = []
+    for name in names:
+        if name == STRICT:
+            own = torch.nn.functional.one_hot(img_fact, len(task.facts)).bool()  # (N, F)
+            out.append(Protocol(STRICT, -dist, own, own.T))
+        else:
+            imp = implies(task.facts)
+            out.append(Protocol(IMPLIED, implied_scores(method, dist), implied_truth(imp, img_fact),
+                                flexible_relevance(imp, img_fact, torch.arange(len(task.facts)))))
+    return out
+
+
+def retrieval_rows(method: str, dist: torch.Tensor, task: FactTask, paper: dict = PAPER_TABLE4,
+                   names=PROTOCOLS) -> list[dict]:
+    """Table 4 rows of one method from its (test images, facts) distances, per protocol: image ->
+    fact K1/5/10 among all facts (the paper) and among the facts of the image's order, and fact ->
+    image mAP / mAP@100 (calcAP.m's), overall and per fact order. The `strict` rows use the
+    distances as they are (the project's ties); the paper's values stand beside both protocols."""
     img_fact = torch.as_tensor(task.test.fact)
     paper_values = dict(zip(("K1", "K5", "K10", "mAP@100"), paper.get(method, (None,) * 4)))  # the "all" scope's
-    typed = same_order(dist, task)
     rows = []
-    for scope, sel in (("all", torch.ones(len(img_fact), dtype=torch.bool)),
-                       *[(f"order {k}", task.orders[img_fact] == k) for k in (1, 2, 3)]):
-        qf = torch.unique(img_fact[sel])
-        q = dist[:, qf].T  # (facts, images)
-        metrics = {**fact_topk(dist[sel], img_fact[sel]), "mAP": fact_map(q, img_fact, qf),
-                   "mAP@100": fact_map(q, img_fact, qf, top=100)}
-        rows += [dict(method=method, scope=scope, candidates=ALL, metric=metric,
-                      paper=paper_values.get(metric) if scope == "all" else None, ours=value)
-                 for metric, value in metrics.items()]
-        rows += [dict(method=method, scope=scope, candidates=SAME_ORDER, metric=metric, paper=None, ours=value)
-                 for metric, value in fact_topk(typed[sel], img_fact[sel]).items()]
+    for p in protocols(method, dist, task, names):
+        typed_scores, typed_truth = p.typed(task)
+        ap = {top: average_precision(-p.scores.T, p.relevant, top) for top in (None, 100)}  # (F,) each, once
+        if p.name == IMPLIED:  # per-image credit, once for every image; a scope averages its images'
+            hits = {c: implied_hits(s, t) for c, (s, t) in ((ALL, (p.scores, p.truth)),
+                                                             (SAME_ORDER, (typed_scores, typed_truth)))}
+        for scope, sel in (("all", torch.ones(len(img_fact), dtype=torch.bool)),
+                           *[(f"order {k}", task.orders[img_fact] == k) for k in (1, 2, 3)]):
+            qf = torch.unique(img_fact[sel]).numpy()
+
+            def topk(candidates, s, t):
+                if p.name == STRICT:
+                    return p.topk(s[sel], t[sel], img_fact[sel])
+                return {f"K{k}": 100.0 * float(np.nanmean(h[sel].numpy())) for k, h in hits[candidates].items()}
+
+            metrics = {**topk(ALL, p.scores, p.truth), "mAP": 100.0 * float(np.nanmean(ap[None][qf])),
+                       "mAP@100": 100.0 * float(np.nanmean(ap[100][qf]))}
+            rows += [dict(method=method, protocol=p.name, scope=scope, candidates=ALL, metric=metric,
+                          paper=paper_values.get(metric) if scope == "all" else None, ours=value)
+                     for metric, value in metrics.items()]
+            rows += [dict(method=method, protocol=p.name, scope=scope, candidates=SAME_ORDER, metric=metric,
+                          paper=None, ours=value)
+                     for metric, value in topk(SAME_ORDER, typed_scores, typed_truth).items()]
     return rows
 
 
 def chance_rows(task: FactTask) -> list[dict]:
-    """Chance: k / number of candidate facts for K@k (all facts; facts of the image's order)."""
-    img_order = task.orders[torch.as_tensor(task.test.fact)]
+    """Chance: k / number of candidate facts for K@k (all facts; facts of the image's order); under
+    `implied`, among all facts, the expected v2 credit of random scores (eval.facts.implied_chance)."""
+    img_fact = torch.as_tensor(task.test.fact)
+    img_order = task.orders[img_fact]
     n_typed = torch.bincount(task.orders, minlength=4)[img_order].double()  # (N,) candidates of each image
+    n_true = implied_truth(implies(task.facts), img_fact).sum(1).numpy()
     rows = []
-    for k in (1, 5, 10):
-        rows.append(dict(method="chance", scope="all", candidates=ALL, metric=f"K{k}", paper=None,
-                         ours=100.0 * min(k, len(task.facts)) / len(task.facts)))
-        rows.append(dict(method="chance", scope="all", candidates=SAME_ORDER, metric=f"K{k}", paper=None,
-                         ours=100.0 * float((k / n_typed).clamp(max=1).mean())))
+    for protocol in PROTOCOLS:
+        for k in (1, 5, 10):
+            k_all = (100.0 * min(k, len(task.facts)) / len(task.facts) if protocol == STRICT
+                     else implied_chance(n_true, len(task.facts), k))
+            rows.append(dict(method="chance", protocol=protocol, scope="all", candidates=ALL, metric=f"K{k}",
+                             paper=None, ours=k_all))
+            rows.append(dict(method="chance", protocol=protocol, scope="all", candidates=SAME_ORDER, metric=f"K{k}",
+                             paper=None, ours=100.0 * float((k / n_typed).clamp(max=1).mean())))
     return rows
 
 
 def generalisation_rows(method: str, dist: torch.Tensor, task: FactTask, cases: dict | None = None) -> list[dict]:
     """Table 5: K10 over test images of the few-example SPO facts of each case, among all facts
-    (the paper) and among the SPO facts."""
+    (the paper) and among the SPO facts, per protocol."""
     cases = cases if cases is not None else generalisation_cases(task.facts, task.train_counts)
     img_fact = np.asarray(task.test.fact)
-    typed = same_order(dist, task)
     rows = []
-    for case, fact_ids in cases.items():
-        paper_k10, paper_facts = PAPER_TABLE5.get(case, ({}, None))
-        sel = torch.as_tensor(np.isin(img_fact, fact_ids))
-        target = torch.as_tensor(img_fact)[sel]
-        for candidates, d in ((ALL, dist), (SAME_ORDER, typed)):
-            value = fact_topk(d[sel], target)["K10"] if bool(sel.any()) else float("nan")
-            rows.append(dict(method=method, case=case, candidates=candidates, metric="K10",
-                             paper=paper_k10.get(method) if candidates == ALL else None, ours=value))
-        rows.append(dict(method=method, case=case, candidates="", metric="facts", paper=paper_facts,
-                         ours=float(len(fact_ids))))
+    for p in protocols(method, dist, task):
+        typed = p.typed(task)
+        for case, fact_ids in cases.items():
+            paper_k10, paper_facts = PAPER_TABLE5.get(case, ({}, None))
+            sel = torch.as_tensor(np.isin(img_fact, fact_ids))
+            target = torch.as_tensor(img_fact)[sel]
+            for candidates, (s, t) in ((ALL, (p.scores, p.truth)), (SAME_ORDER, typed)):
+                value = p.topk(s[sel], t[sel], target, ks=(10,))["K10"] if bool(sel.any()) else float("nan")
+                rows.append(dict(method=method, protocol=p.name, case=case, candidates=candidates, metric="K10",
+                                 paper=paper_k10.get(method) if candidates == ALL else None, ours=value))
+            rows.append(dict(method=method, protocol=p.name, case=case, candidates="", metric="facts",
+                             paper=paper_facts, ours=float(len(fact_ids))))
     return rows
 
 
@@ -405,23 +479,48 @@ def caption_retrained_rows(cfg: dict, data: FactData, workdir, device="cpu", pro
 
 def table1(results: dict, task: FactTask) -> pd.DataFrame:
     """Sherlock's Table 1: the caption models caption-trained vs retrained on facts; i2f top-1
-    among all facts, f2i mAP; the paper's column: 6DS."""
+    among all facts, f2i mAP, per protocol; the paper's column: 6DS."""
     img_fact = torch.as_tensor(task.test.fact)
     rows = []
     for m in CAPTION_METHODS:
         for training, suffix in TRAININGS.items():
-            dist = results[f"{m}, {suffix}"]["dist"]
+            method = f"{m}, {suffix}"
             paper = PAPER_TABLE1[(m, training)]
-            values = (fact_topk(dist, img_fact, ks=(1,))["K1"],
-                      fact_map(dist.T, img_fact, torch.arange(len(task.facts))))
-            rows += [dict(method=m, training=training, metric=metric, paper=p, ours=v)
-                     for metric, p, v in zip(("i2f top-1", "f2i mAP"), paper, values)]
+            for p in protocols(method, results[method]["dist"], task):
+                values = (p.topk(p.scores, p.truth, img_fact, ks=(1,))["K1"], p.map(torch.unique(img_fact)))
+                rows += [dict(method=m, protocol=p.name, training=training, metric=metric, paper=pv, ours=v)
+                         for metric, pv, v in zip(("i2f top-1", "f2i mAP"), paper, values)]
     return pd.DataFrame(rows)
 
 
 def table4(results: dict, task: FactTask) -> pd.DataFrame:
     rows = [r for m, res in results.items() for r in retrieval_rows(m, res["dist"], task)]
     return pd.DataFrame(rows + chance_rows(task))
+
+
+def scoring_rows(results: dict, data: FactData, methods=("SEM-A", "SEM-B"),
+                 metrics=("euc", "cos", "dot")) -> pd.DataFrame:
+    """The v2 script's three scorings (GetX_Scores.m: euc, cos, dot) of the SEM rows' slot
+    embeddings, each fact compared on its own slots (eval.facts.slot_scores, in blocks of images),
+    under the `implied` protocol: image -> fact K1/5/10 among all facts, fact -> image mAP / mAP@100.
+    Table 4's `implied` rows use `euc`."""
+    from orderlib.training.sherlock import embed_images
+
+    task = data.task
+    img_fact = torch.as_tensor(task.test.fact)
+    truth = implied_truth(implies(task.facts), img_fact)
+    qf = torch.unique(img_fact)
+    rows = []
+    for m in methods:
+        with torch.no_grad():
+            v = embed_images(results[m]["model"], data.images["test"])  # (N, 3, d)
+        for metric in metrics:
+            s = slot_scores(v, task.language, task.orders, metric)
+            q = -s[:, qf].T
+            values = {**implied_topk(s, truth), "mAP": fact_map(q, None, None, relevant=truth.T[qf]),
+                      "mAP@100": fact_map(q, None, None, 100, relevant=truth.T[qf])}
+            rows += [dict(method=m, protocol=IMPLIED, scoring=metric, metric=k, ours=x) for k, x in values.items()]
+    return pd.DataFrame(rows)
 
 
 def table5(results: dict, task: FactTask) -> pd.DataFrame:
@@ -435,26 +534,36 @@ FIG7_BINS = ((0, 0), (1, 1), (2, 5), (6, 15), (16, 50), (51, None))
 
 
 def images_per_fact_curve(results: dict, task: FactTask, bins=FIG7_BINS) -> pd.DataFrame:
-    """Figure 7: K10 (all facts) of test images of SPO facts by the fact's training images."""
+    """Figure 7: K10 (all facts) of test images of SPO facts by the fact's training images, per protocol."""
     img_fact = np.asarray(task.test.fact)
     n = task.train_counts[img_fact]
     spo = task.orders.numpy()[img_fact] == 3
+    views = {m: protocols(m, res["dist"], task) for m, res in results.items()}
     rows = []
-    for lo, hi in bins:
-        sel = spo & (n >= lo) & (n <= (hi if hi is not None else np.inf))
-        label = f"{lo}" if lo == hi else (f"{lo}+" if hi is None else f"{lo}-{hi}")
-        for m, res in results.items():
-            value = fact_topk(res["dist"][torch.as_tensor(sel)], torch.as_tensor(img_fact[sel]))["K10"] if sel.any() else np.nan
-            rows.append(dict(bin=label, facts=len(np.unique(img_fact[sel])), images=int(sel.sum()), method=m, K10=value))
+    for protocol in PROTOCOLS:
+        for lo, hi in bins:
+            sel = spo & (n >= lo) & (n <= (hi if hi is not None else np.inf))
+            label = f"{lo}" if lo == hi else (f"{lo}+" if hi is None else f"{lo}-{hi}")
+            s = torch.as_tensor(sel)
+            for m in results:
+                p = next(v for v in views[m] if v.name == protocol)
+                value = (p.topk(p.scores[s], p.truth[s], torch.as_tensor(img_fact[sel]), ks=(10,))["K10"]
+                         if sel.any() else np.nan)
+                rows.append(dict(bin=label, facts=len(np.unique(img_fact[sel])), images=int(sel.sum()), method=m,
+                                 protocol=protocol, K10=value))
     return pd.DataFrame(rows)
 
 
 def scale_point(results: dict, task: FactTask) -> list[dict]:
-    """One Figure 4 point per method: K1 among all facts and among the image's order."""
+    """One Figure 4 point per method and protocol: K1 among all facts and among the image's order."""
     img_fact = torch.as_tensor(task.test.fact)
-    return [dict(facts=len(task.facts), method=m, candidates=c,
-                 K1=fact_topk(d, img_fact, ks=(1,))["K1"])
-            for m, res in results.items() for c, d in ((ALL, res["dist"]), (SAME_ORDER, same_order(res["dist"], task)))]
+    points = []
+    for m, res in results.items():
+        for p in protocols(m, res["dist"], task):
+            for c, (s, t) in ((ALL, (p.scores, p.truth)), (SAME_ORDER, p.typed(task))):
+                points.append(dict(facts=len(task.facts), method=m, protocol=p.name, candidates=c,
+                                   K1=p.topk(s, t, img_fact, ks=(1,))["K1"]))
+    return points
 
 
 def examples(dist: torch.Tensor, task: FactTask, n_images: int = 6, n_facts: int = 3, k: int = 5, seed: int = 0):
