@@ -79,7 +79,7 @@ def compare(reference: dict[str, pd.DataFrame], other: dict[str, pd.DataFrame], 
                 continue
             rows.append({"method": variant, "metric": f"{table}: {r['method']} {r['metric']}"
                          + "".join(f" [{r[k]}]" for k in keys if k not in KEYS), "paper": None,
-                         "ours": abs(b - a), "table": table, "reference": a, "variant": b})
+                         "ours": abs(b - a), "table": table, "measure": r["metric"], "reference": a, "variant": b})
     return rows
 
 
@@ -103,17 +103,20 @@ def main() -> None:
     rows = [row for name in ran if name != "reference"
             for row in compare(reference, tables_of(base / name.replace(" ", "_")), f"{name} vs reference")]
     df = pd.DataFrame(rows)
-    show = (df.groupby(["method", "table"], sort=False)
+    show = (df.groupby(["method", "table", "measure"], sort=False)  # one row per metric: % and fractions apart
               .agg(numbers=("ours", "size"), changed=("ours", lambda d: int((d > 0).sum())),
-                   median_move=("ours", "median"), max_move=("ours", "max"))
-              .reset_index().rename(columns={"median_move": "median |move|", "max_move": "max |move|"}))
-    show.insert(2, "metric", "|ours - reference|")
-    show.insert(3, "paper", None)
-    show.insert(4, "ours", show.pop("max |move|"))
+                   max_move=("ours", "max"))
+              .reset_index())
+    show.insert(3, "metric", "largest |ours - reference|")
+    show.insert(4, "paper", None)
+    show.insert(5, "ours", show.pop("max_move"))
+    trained_at = sorted({json.loads(p.read_text()).get("git_commit", "") for name in ran
+                         for p in (base / name.replace(" ", "_")).glob("**/tables/*.meta.json")})
     largest = df.sort_values("ours", ascending=False).groupby("method", sort=False).head(3)
     notes = (f"Notebooks {', '.join(n.name for n in args.notebooks)} ({args.preset} preset, seed as in the preset) "
-             f"rerun from scratch at commit {commit[:7]} in each variant on {device_description('cpu')}; "
-             "'ours' is the largest absolute move of any number of the table against the reference run "
+             f"rerun from scratch in each variant on {device_description('cpu')} "
+             f"(models trained at {', '.join(c[:7] for c in trained_at)}); "
+             "'ours' is the largest absolute move of that metric over the table's rows against the reference run "
              "(same machine, all cores, float32 products). 'SSE4 kernels' caps PyTorch's, oneDNN's and MKL's vector "
              "kernels at SSE4, as a CPU of another kind would sum in other orders. "
              + ("" if has_bf16 else "bf16 products: not run, this CPU keeps float32 products under oneDNN's bf16 "
@@ -124,7 +127,8 @@ def main() -> None:
                 data_source="the notebooks' own data (see their reports)", data_fingerprint="",
                 wall_time_s=round(time.perf_counter() - t0, 1), git_commit=commit, matmul="fp32 (and bf16 where run)",
                 variants={n: {"environment": VARIANTS[n][0], "MATMUL": VARIANTS[n][1]} for n in ran},
-                notebooks=[str(n) for n in args.notebooks], bf16_products=has_bf16, seconds=seconds)
+                notebooks=[str(n) for n in args.notebooks], bf16_products=has_bf16, seconds=seconds,
+                trained_at=trained_at)
     out = repo_root() / "reports" / "tables" if args.preset == "full" else base / "tables"
     out.mkdir(parents=True, exist_ok=True)
     write_table("bench_tolerance", df, meta, out, title="How far the numbers move across thread counts and CPU kernels",

@@ -56,4 +56,7 @@ def test_the_tolerance_line_is_read_off_the_bench_tolerance_report(tmp_path):
                                                 "1 thread vs reference,b,,0\n1 thread vs reference,c,,1.25\n")
     (tables / "bench_tolerance.meta.json").write_text(json.dumps({"notebooks": ["notebooks/06_x.ipynb"]}))
     line = R.tolerance_line(tmp_path / "reports")
-    assert "1 thread: up to 1.25 (median 0.50, 2 of 3 numbers moved) in 06_x.ipynb's tables" in line
+    assert "06_x.ipynb's numbers moved against the first run: with 1 thread, up to 1.25 (2 of 3 numbers moved)" in line
+    (tables / "bench_tolerance.csv").write_text("method,metric,paper,ours,measure\n1 thread vs reference,a,,0.5,hit@1\n"
+                                                "1 thread vs reference,b,,0.004,hp@5\n1 thread vs reference,c,,0.25,hit@5\n")
+    assert "with 1 thread, hit@k up to 0.5, hp@k up to 0.004 (3 of 3 numbers moved)" in R.tolerance_line(tmp_path / "reports")

@@ -133,11 +133,17 @@ def tolerance_line(rep: Path) -> str:
         return ""
     df = pd.read_csv(path)
     meta = json.loads(path.with_name("bench_tolerance.meta.json").read_text())
-    parts = [f"{variant.replace(' vs reference', '')}: up to {g.ours.max():.2f} (median {g.ours.median():.2f}, "
-             f"{int((g.ours > 0).sum())} of {len(g)} numbers moved)" for variant, g in df.groupby("method", sort=False)]
-    return ("**How far numbers move.** The same commit and seed rerun " + ", ".join(parts) + " in "
-            + ", ".join(Path(n).name for n in meta.get("notebooks", [])) + "'s tables ([bench_tolerance]"
-            "(tables/bench_tolerance.md)): read a difference smaller than that as no difference.\n\n")
+    kind = (df["measure"] if "measure" in df else pd.Series("", index=df.index)).astype(str).map(
+        lambda m: m.split("@")[0] + "@k" if "@" in m else m)  # hit@1, hit@5 -> hit@k: one scale each
+    parts = []
+    for variant, g in df.assign(kind=kind).groupby("method", sort=False):
+        moves = ", ".join(f"{k + ' ' if k else ''}up to {m.ours.max():g}" for k, m in g.groupby("kind", sort=False))
+        parts.append(f"with {variant.replace(' vs reference', '')}, {moves} ({int((g.ours > 0).sum())} of {len(g)} "
+                     "numbers moved)")
+    return ("**How far numbers move.** Rerun at the same commit and seed, "
+            + ", ".join(Path(n).name for n in meta.get("notebooks", [])) + "'s numbers moved against the first run: "
+            + "; ".join(parts) + " ([bench_tolerance](tables/bench_tolerance.md)). Read a difference between rows "
+            "smaller than that as no difference.\n\n")
 
 
 def render(root: Path | None = None) -> str:
