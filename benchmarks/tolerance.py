@@ -29,7 +29,7 @@ import pandas as pd
 
 from orderlib import precision
 from orderlib.paths import REPORTS_ENV, RUNS_ENV, repo_root, runs_root
-from orderlib.reports import device_description, git_commit, write_table
+from orderlib.reports import cite_round, device_description, git_commit, write_table
 
 SSE4 = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
 VARIANTS = {  # name -> (environment, MATMUL)
@@ -109,7 +109,7 @@ def main() -> None:
               .reset_index())
     show.insert(3, "metric", "largest |ours - reference|")
     show.insert(4, "paper", None)
-    show.insert(5, "ours", show.pop("max_move"))
+    show.insert(5, "ours", [f"{cite_round(float(v)):g}" for v in show.pop("max_move")])  # hp@k: 3 digits, not 2
     trained_at = sorted({json.loads(p.read_text()).get("git_commit", "") for name in ran
                          for p in (base / name.replace(" ", "_")).glob("**/tables/*.meta.json")})
     largest = df.sort_values("ours", ascending=False).groupby("method", sort=False).head(3)
@@ -125,7 +125,8 @@ def main() -> None:
                                                     for r in largest.itertuples()) + ".")
     meta = dict(preset=args.preset, seed=0, device=device_description("cpu"),
                 data_source="the notebooks' own data (see their reports)", data_fingerprint="",
-                wall_time_s=round(time.perf_counter() - t0, 1), git_commit=commit, matmul="fp32 (and bf16 where run)",
+                wall_time_s=round(time.perf_counter() - t0, 1), git_commit=commit,
+                matmul="fp32 and bf16 (one variant each)" if "bf16 products" in ran else "fp32",
                 variants={n: {"environment": VARIANTS[n][0], "MATMUL": VARIANTS[n][1]} for n in ran},
                 notebooks=[str(n) for n in args.notebooks], bf16_products=has_bf16, seconds=seconds,
                 trained_at=trained_at)
