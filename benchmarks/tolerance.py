@@ -107,7 +107,7 @@ def main() -> None:
               .agg(numbers=("ours", "size"), changed=("ours", lambda d: int((d > 0).sum())),
                    max_move=("ours", "max"))
               .reset_index())
-    show.insert(3, "metric", "largest |ours - reference|")
+    show.insert(3, "metric", "largest move against the reference")
     show.insert(4, "paper", None)
     show.insert(5, "ours", [f"{cite_round(float(v)):g}" for v in show.pop("max_move")])  # hp@k: 3 digits, not 2
     trained_at = sorted({json.loads(p.read_text()).get("git_commit", "") for name in ran
