@@ -142,8 +142,8 @@ def tolerance_line(rep: Path) -> str:
                      "numbers moved)")
     return ("**How far numbers move.** Rerun at the same commit and seed, "
             + ", ".join(Path(n).name for n in meta.get("notebooks", [])) + "'s numbers moved against the first run: "
-            + "; ".join(parts) + " ([bench_tolerance](tables/bench_tolerance.md)). Read a difference between rows "
-            "smaller than that as no difference.\n\n")
+            + "; ".join(parts) + " ([bench_tolerance](tables/bench_tolerance.md)). Two rows can move in opposite "
+            "directions: read a gap between them smaller than twice that as no difference.\n\n")
 
 
 def render(root: Path | None = None) -> str:
