@@ -80,11 +80,9 @@ def workers(name, value):
 
 def matmul(name, value):
     """A matrix-product precision (orderlib.precision.MODES): "fp32", "bf16", "tf32" or "auto"."""
-    from orderlib.precision import MODES
+    from orderlib.precision import MODES  # here, not at the top: precision imports torch
 
-    if value not in MODES:
-        raise ValueError(f"{name}={value!r} is not one of {list(MODES)}")
-    return value
+    return one_of(MODES)(name, value)
 
 
 def boolean(name, value):

@@ -30,23 +30,24 @@ def repo_root() -> Path:
 
 
 RUNS_ENV = "ORDERLIB_RUNS"
+REPORTS_ENV = "ORDERLIB_REPORTS"
+
+
+def _folder(env: str, default: str) -> Path:
+    value = os.environ.get(env)
+    return Path(value).expanduser().resolve() if value else _REPO / default
 
 
 def runs_root() -> Path:
     """Return where runs keep checkpoints, caches, locks and non-full reports: $ORDERLIB_RUNS
     (`make test` points it at a folder it removes afterwards), else `<repo>/runs`."""
-    env = os.environ.get(RUNS_ENV)
-    return Path(env).expanduser().resolve() if env else _REPO / "runs"
-
-
-REPORTS_ENV = "ORDERLIB_REPORTS"
+    return _folder(RUNS_ENV, "runs")
 
 
 def reports_root() -> Path:
     """Return where full-preset runs write their reports: $ORDERLIB_REPORTS (a benchmark that reruns
     a notebook keeps the committed reports apart), else `<repo>/reports`."""
-    env = os.environ.get(REPORTS_ENV)
-    return Path(env).expanduser().resolve() if env else _REPO / "reports"
+    return _folder(REPORTS_ENV, "reports")
 
 
 def sha256_files(paths: Iterable[Path]) -> str:
