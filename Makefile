@@ -11,11 +11,12 @@ PRESET ?= full
 LANES ?= 1
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help venv data browser test reproduce resume bench bench-penalty gpu-check index strip notebooks clean-runs clean
+.PHONY: help venv data browser format test reproduce resume bench bench-penalty gpu-check index strip notebooks clean-runs clean
 
 help:
 	@echo "make reproduce   regenerate reports/ from every notebook (PRESET=full by default)"
 	@echo "make test        run the library tests and execute every notebook on its small preset"
+	@echo "make format      fix lint findings ruff can fix and format the code (make test checks both)"
 	@echo "make clean       remove every run artefact (runs/: checkpoints, caches, small-preset reports, locks)"
 
 $(STAMP): pyproject.toml
@@ -30,6 +31,11 @@ venv: $(STAMP)
 
 data: $(STAMP)
 	@$(PY) -m orderlib.setup_data
+
+# ruff: fix what it can and format (make test checks both, without changing files).
+format: $(STAMP)
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
 
 # Every step runs even when one fails (orderlib/tools/run_tests.py); checkpoints and caches go to a
 # fresh runs/test-* folder, removed at the end (KEEP_RUNS=1 keeps it), and the disk it took is reported.

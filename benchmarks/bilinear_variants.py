@@ -15,6 +15,7 @@ checkpoints under runs/<preset>/checkpoints/ (resumable).
     .venv/bin/python benchmarks/bilinear_variants.py [--lrs 0.003 0.001 0.0003] [--seeds 0 1 2]
         [--settings paper "paper, authors' split"]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,13 @@ VARIANTS = {  # name -> overrides of the notebook's row settings
     "bilinear + linear layer": {"model_kwargs": {"linear": True}},
     "bilinear + linear layer, 100-d": {"dim": 100, "model_kwargs": {"linear": True}},
 }
-METRICS = {"dev accuracy (%)": "dev", "test accuracy (%)": "test",
-           "test accuracy, best epoch chosen on test (%)": "best_test_over_epochs", "epochs trained": "epochs_run",
-           "epoch chosen on dev": "epoch_chosen"}
+METRICS = {
+    "dev accuracy (%)": "dev",
+    "test accuracy (%)": "test",
+    "test accuracy, best epoch chosen on test (%)": "best_test_over_epochs",
+    "epochs trained": "epochs_run",
+    "epoch chosen on dev": "epoch_chosen",
+}
 
 
 def variant_jobs(cfg: dict, setting: str, run_dir, points: list[tuple[str, float]], seeds: list[int]) -> list[dict]:
@@ -52,19 +57,36 @@ def variant_jobs(cfg: dict, setting: str, run_dir, points: list[tuple[str, float
 
 def run(jobs: list[dict], workers) -> list[dict]:
     """Run jobs in parallel; each result carries its job's variant and its 1-based dev-chosen epoch."""
-    return [{**r, "variant": j["variant"], "epoch_chosen": r["best_epoch"] + 1}
-            for j, r in zip(jobs, exp.run_jobs(jobs, workers))]
+    return [
+        {**r, "variant": j["variant"], "epoch_chosen": r["best_epoch"] + 1}
+        for j, r in zip(jobs, exp.run_jobs(jobs, workers))
+    ]
 
 
 def rows_of(results: list[dict], block: str) -> list[dict]:
     """Long-format rows: one per (split, variant, lr, seed, metric), then the mean over two or more
     seeds of each (split, variant, lr, metric) (seed "mean", with sd (n-1) and n_seeds)."""
-    rows = [dict(method=BILINEAR, variant=r["variant"], split=exp.SETTINGS[r["setting"]][1], block=block,
-                 dim=r["config"]["dim"],
-                 linear=bool(r["config"]["model_kwargs"].get("linear", False)), lr=f"{r['config']['lr']:g}",
-                 epochs=r["config"]["epochs"], patience=r["config"]["patience"], seed=str(r["seed"]), metric=m,
-                 paper=PAPER if m == "test accuracy (%)" else None, ours=exp._r2(r[k]), sd=None, n_seeds=None)
-            for r in results for m, k in METRICS.items()]
+    rows = [
+        dict(
+            method=BILINEAR,
+            variant=r["variant"],
+            split=exp.SETTINGS[r["setting"]][1],
+            block=block,
+            dim=r["config"]["dim"],
+            linear=bool(r["config"]["model_kwargs"].get("linear", False)),
+            lr=f"{r['config']['lr']:g}",
+            epochs=r["config"]["epochs"],
+            patience=r["config"]["patience"],
+            seed=str(r["seed"]),
+            metric=m,
+            paper=PAPER if m == "test accuracy (%)" else None,
+            ours=exp._r2(r[k]),
+            sd=None,
+            n_seeds=None,
+        )
+        for r in results
+        for m, k in METRICS.items()
+    ]
     return exp.with_seed_means(rows, ["split", "variant", "lr", "metric"])
 
 
@@ -85,40 +107,77 @@ def main() -> None:
     paths = run_paths("oe_table1_bilinear_variants", args.preset)  # full: reports/; others: runs/<preset>/
     seed0 = args.seeds[0]
 
-    grid = run([j for s in args.settings for j in variant_jobs(
-        cfg, s, paths.checkpoints, [(v, lr) for v in args.variants for lr in args.lrs], [seed0])], workers)
+    grid = run(
+        [
+            j
+            for s in args.settings
+            for j in variant_jobs(
+                cfg, s, paths.checkpoints, [(v, lr) for v in args.variants for lr in args.lrs], [seed0]
+            )
+        ],
+        workers,
+    )
     chosen = {}  # (setting, variant) -> lr with the best dev accuracy at seed 0 (ties: the one listed first)
     for r in grid:
         key = (r["setting"], r["variant"])
         if key not in chosen or r["dev"] > chosen[key][1]:
             chosen[key] = (r["config"]["lr"], r["dev"])
     # the chosen points over every seed (seed 0's run is the grid's, loaded from its checkpoint)
-    final = run([j for s in args.settings for v in args.variants
-                 for j in variant_jobs(cfg, s, paths.checkpoints, [(v, chosen[s, v][0])], args.seeds)], workers)
+    final = run(
+        [
+            j
+            for s in args.settings
+            for v in args.variants
+            for j in variant_jobs(cfg, s, paths.checkpoints, [(v, chosen[s, v][0])], args.seeds)
+        ],
+        workers,
+    )
     blocks = [(f"lr grid, seed {seed0}", grid), ("chosen lr over seeds", final)]
     df = pd.DataFrame([row for name, results in blocks for row in rows_of(results, name)])
-    models = {f"{exp.SETTINGS[r['setting']][1]} split, {r['variant']}: lr {r['config']['lr']:g}, "
-              f"seed {r['seed']}, {len(r['history'])} epochs":
-              exp.run_record(r) for r in grid + final}
-    notes = (f"Table 1's bilinear row and variants on its paper protocol, splits "
-             f"{[exp.SETTINGS[s][1] for s in args.settings]} ({args.preset} preset: WordNet {graph.version}, 4,000 "
-             f"test and 4,000 dev pairs, the notebook's splits and trainer): ranking hinge, "
-             f"margin 1, batch 500, up to {cfg['models'][BILINEAR]['epochs']} epochs with patience "
-             f"{cfg['models'][BILINEAR]['patience']}, epoch and threshold chosen on dev. 'linear layer': the linear "
-             f"term V [e_u; e_v] of Socher et al.'s neural tensor network (a column held at 1 on every row, W one "
-             f"larger); '100-d': their dimension (Table 1 is 50-d). Each variant's Adam lr chosen on dev at seed "
-             f"{seed0} from {args.lrs} per split (block 'lr grid'), then trained over seeds {args.seeds}. 'paper' is "
-             f"Vendrov et al.'s 86.3 for the bilinear row. A measurement beside Table 1, not a row of it.")
-    meta = {"preset": args.preset, "seed": args.seeds, "split_seed": cfg["split_seed"], "settings": args.settings,
-            "device": device_description("cpu"), "workers": workers, "git_commit": commit,
-            "data_source": f"WordNet {graph.version} ({graph.source})", "data_fingerprint": graph.fingerprint,
-            "chosen_lr_on_dev": {f"{exp.SETTINGS[s][1]} split, {v}": lr for (s, v), (lr, _) in chosen.items()},
-            "wall_time_s": time.perf_counter() - t0, "training": training_provenance(models, commit)}
+    models = {
+        f"{exp.SETTINGS[r['setting']][1]} split, {r['variant']}: lr {r['config']['lr']:g}, "
+        f"seed {r['seed']}, {len(r['history'])} epochs": exp.run_record(r)
+        for r in grid + final
+    }
+    notes = (
+        f"Table 1's bilinear row and variants on its paper protocol, splits "
+        f"{[exp.SETTINGS[s][1] for s in args.settings]} ({args.preset} preset: WordNet {graph.version}, 4,000 "
+        f"test and 4,000 dev pairs, the notebook's splits and trainer): ranking hinge, "
+        f"margin 1, batch 500, up to {cfg['models'][BILINEAR]['epochs']} epochs with patience "
+        f"{cfg['models'][BILINEAR]['patience']}, epoch and threshold chosen on dev. 'linear layer': the linear "
+        f"term V [e_u; e_v] of Socher et al.'s neural tensor network (a column held at 1 on every row, W one "
+        f"larger); '100-d': their dimension (Table 1 is 50-d). Each variant's Adam lr chosen on dev at seed "
+        f"{seed0} from {args.lrs} per split (block 'lr grid'), then trained over seeds {args.seeds}. 'paper' is "
+        f"Vendrov et al.'s 86.3 for the bilinear row. A measurement beside Table 1, not a row of it."
+    )
+    meta = {
+        "preset": args.preset,
+        "seed": args.seeds,
+        "split_seed": cfg["split_seed"],
+        "settings": args.settings,
+        "device": device_description("cpu"),
+        "workers": workers,
+        "git_commit": commit,
+        "data_source": f"WordNet {graph.version} ({graph.source})",
+        "data_fingerprint": graph.fingerprint,
+        "chosen_lr_on_dev": {f"{exp.SETTINGS[s][1]} split, {v}": lr for (s, v), (lr, _) in chosen.items()},
+        "wall_time_s": time.perf_counter() - t0,
+        "training": training_provenance(models, commit),
+    }
     df["n_seeds"] = df["n_seeds"].astype("Int64")
-    out = write_table("oe_table1_bilinear_variants", df, meta, paths.tables,
-                      title="Table 1's bilinear row against variants of it (measurement)", notes=notes)
-    print(df[df.metric.isin(["dev accuracy (%)", "test accuracy (%)"])].pivot_table(
-        index=["split", "block", "variant", "lr", "seed"], columns="metric", values="ours", sort=False).round(2))
+    out = write_table(
+        "oe_table1_bilinear_variants",
+        df,
+        meta,
+        paths.tables,
+        title="Table 1's bilinear row against variants of it (measurement)",
+        notes=notes,
+    )
+    print(
+        df[df.metric.isin(["dev accuracy (%)", "test accuracy (%)"])]
+        .pivot_table(index=["split", "block", "variant", "lr", "seed"], columns="metric", values="ours", sort=False)
+        .round(2)
+    )
     print("wrote", out["csv"])
 
 

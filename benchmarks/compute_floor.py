@@ -22,6 +22,7 @@ less of the peak than a square one. Writes reports/tables/bench_compute_floor.*.
 
     .venv/bin/python benchmarks/compute_floor.py [--rounds 3] [--seconds 8]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,6 +58,7 @@ def make_step(name: str):
     """A function running one training step of workload `name` (batches cycle over a fixed set)."""
     if name.startswith("gru-"):
         from lanes import make_step as lanes_step
+
         return lanes_step(name)  # the notebooks' step: clipping and Adam as each trainer does
     if name == "sem-a":
         from orderlib.encoders.cnn import ItemCNN
@@ -76,6 +78,7 @@ def make_step(name: str):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)
             opt.step()
             state["b"] += 1
+
         return step
     if name.startswith("item-cnn"):
         from orderlib.encoders.cnn import ItemCNN, _augment, to_input
@@ -97,6 +100,7 @@ def make_step(name: str):
             opt.zero_grad()
             loss.backward()
             opt.step()
+
         return step
     if name == "gemm-gru":
         a, w = torch.randn(128, 1024), torch.randn(3072, 1024)
@@ -157,36 +161,63 @@ def main() -> None:
     for w in names:
         rate = flops[w] / sec[w] / 1e9
         share[w] = rate / peak
-        rows += [dict(method=WORKLOADS[w], metric="GFLOP of matrix products per step", ours=round(flops[w] / 1e9, 3)),
-                 dict(method=WORKLOADS[w], metric="seconds per step, one thread", ours=round(sec[w], 4)),
-                 dict(method=WORKLOADS[w], metric="GFLOP/s, one thread", ours=round(rate, 1)),
-                 dict(method=WORKLOADS[w], metric="share of the GEMM peak (%)", ours=round(100 * share[w], 1)),
-                 dict(method=WORKLOADS[w], metric="largest speed-up at the GEMM peak", ours=round(1 / share[w], 2))]
+        rows += [
+            dict(method=WORKLOADS[w], metric="GFLOP of matrix products per step", ours=round(flops[w] / 1e9, 3)),
+            dict(method=WORKLOADS[w], metric="seconds per step, one thread", ours=round(sec[w], 4)),
+            dict(method=WORKLOADS[w], metric="GFLOP/s, one thread", ours=round(rate, 1)),
+            dict(method=WORKLOADS[w], metric="share of the GEMM peak (%)", ours=round(100 * share[w], 1)),
+            dict(method=WORKLOADS[w], metric="largest speed-up at the GEMM peak", ours=round(1 / share[w], 2)),
+        ]
     if "item-cnn" in sec and "item-cnn-cl" in sec:
-        rows.append(dict(method=WORKLOADS["item-cnn-cl"], metric="speed-up over NCHW, same run",
-                         ours=round(sec["item-cnn"] / sec["item-cnn-cl"], 2)))
+        rows.append(
+            dict(
+                method=WORKLOADS["item-cnn-cl"],
+                metric="speed-up over NCHW, same run",
+                ours=round(sec["item-cnn"] / sec["item-cnn-cl"], 2),
+            )
+        )
     trained = training_minutes()
     for nb, w in NOTEBOOK_STEP.items():
         if nb in trained and w in share:
-            rows += [dict(method=nb, metric="training time of its models, summed over workers (min)",
-                          ours=round(trained[nb], 1)),
-                     dict(method=nb, metric="the same, every product at the GEMM peak (min)",
-                          ours=round(trained[nb] * share[w], 1))]
+            rows += [
+                dict(
+                    method=nb,
+                    metric="training time of its models, summed over workers (min)",
+                    ours=round(trained[nb], 1),
+                ),
+                dict(
+                    method=nb,
+                    metric="the same, every product at the GEMM peak (min)",
+                    ours=round(trained[nb] * share[w], 1),
+                ),
+            ]
     df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
-    meta = {"preset": "full", "seed": 0, "device": device_description("cpu"), "threads": 1,
-            "data_source": "SNLI 1.0 and Fashion-MNIST Scenes (gru_step's tasks); random images for the CNNs",
-            "data_fingerprint": None, "wall_time_s": time.perf_counter() - t_start, "rounds": a.rounds,
-            "seconds_per_round": a.seconds, "seconds_per_call": got,
-            "flops_per_call": flops, "notebook_step": NOTEBOOK_STEP, "matmul": "auto"}
-    notes = (f"One thread. Each time: median over {a.rounds} alternating rounds of at least {a.seconds:g} s each, "
-             "after two warm-up calls. FLOP: matrix products only (torch.utils.flop_counter, forward and "
-             "backward), so a step's share of the peak is an upper estimate of how well it uses the cores and "
-             "'largest speed-up at the GEMM peak' an upper bound on what a float32 implementation could gain. "
-             "Matrix products as the notebooks' MATMUL='auto' (bf16 where the CPU has bf16 units: there the peak "
-             "row is float32 and the shares are not bounds). Notebook rows: bench_reproduce's summed training "
-             "minutes of that notebook's models (worker-minutes; timed at the commit it names) times the share of "
-             "its dominant step; two one-thread workers side by side run these steps within about 5% of twice one "
-             "alone (bench_lanes), so the workers' minutes ran at about the rate timed here.")
+    meta = {
+        "preset": "full",
+        "seed": 0,
+        "device": device_description("cpu"),
+        "threads": 1,
+        "data_source": "SNLI 1.0 and Fashion-MNIST Scenes (gru_step's tasks); random images for the CNNs",
+        "data_fingerprint": None,
+        "wall_time_s": time.perf_counter() - t_start,
+        "rounds": a.rounds,
+        "seconds_per_round": a.seconds,
+        "seconds_per_call": got,
+        "flops_per_call": flops,
+        "notebook_step": NOTEBOOK_STEP,
+        "matmul": "auto",
+    }
+    notes = (
+        f"One thread. Each time: median over {a.rounds} alternating rounds of at least {a.seconds:g} s each, "
+        "after two warm-up calls. FLOP: matrix products only (torch.utils.flop_counter, forward and "
+        "backward), so a step's share of the peak is an upper estimate of how well it uses the cores and "
+        "'largest speed-up at the GEMM peak' an upper bound on what a float32 implementation could gain. "
+        "Matrix products as the notebooks' MATMUL='auto' (bf16 where the CPU has bf16 units: there the peak "
+        "row is float32 and the shares are not bounds). Notebook rows: bench_reproduce's summed training "
+        "minutes of that notebook's models (worker-minutes; timed at the commit it names) times the share of "
+        "its dominant step; two one-thread workers side by side run these steps within about 5% of twice one "
+        "alone (bench_lanes), so the workers' minutes ran at about the rate timed here."
+    )
     write_table("bench_compute_floor", df, meta, title="Training steps against the GEMM peak", notes=notes)
     print(df.to_string(index=False))
 

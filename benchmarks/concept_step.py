@@ -16,6 +16,7 @@ checkpoints under runs/<preset>/checkpoints/ (resumable).
 
     .venv/bin/python benchmarks/concept_step.py [--preset full] [--seeds 0] [--workers auto]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,16 @@ from orderlib.kernels import concept_step_status
 from orderlib.reports import device_description, git_commit, training_provenance, write_table
 from orderlib.runs import run_paths
 
-METHODS = ["order-embeddings", "order-embeddings (symmetric)", "order-embeddings (bilinear)", exp.DOE, "box embeddings",
-           "Gumbel box embeddings", "Poincaré embeddings", "hyperbolic entailment cones"]
+METHODS = [
+    "order-embeddings",
+    "order-embeddings (symmetric)",
+    "order-embeddings (bilinear)",
+    exp.DOE,
+    "box embeddings",
+    "Gumbel box embeddings",
+    "Poincaré embeddings",
+    "hyperbolic entailment cones",
+]
 STEPS = {False: "PyTorch (autograd + RowAdam)", True: "compiled (concept_step.cpp)"}
 SETTING = "paper"
 CHOSEN = Path(__file__).resolve().parents[1] / "reports" / "tables" / "oe_table1_wordnet.meta.json"
@@ -44,8 +53,9 @@ def chosen_overrides(method: str) -> dict:
     try:
         chosen = json.loads(CHOSEN.read_text())["chosen"][SETTING][method]
     except (OSError, KeyError, ValueError) as err:
-        raise SystemExit(f"{CHOSEN}: cannot read notebook 01's dev choice for {method!r} ({err!r}); "
-                         f"run notebook 01 first") from err
+        raise SystemExit(
+            f"{CHOSEN}: cannot read notebook 01's dev choice for {method!r} ({err!r}); run notebook 01 first"
+        ) from err
     return {**chosen, "negatives": tuple(chosen.get("negatives", ()))}
 
 
@@ -71,15 +81,34 @@ def rows_of(jobs: list[dict], results: list[dict]) -> list[dict]:
         sec = r["seconds"] / max(1, r["epochs_run"])
         per_epoch[(r["method"], r["seed"], j["fused"])] = sec
         paper = exp.PAPER_TABLE1.get(r["method"])
-        for metric, value in [("seconds per epoch (train + dev/test evaluation)", sec),
-                              ("epochs trained", r["epochs_run"]), ("dev accuracy (%)", r["dev"]),
-                              ("test accuracy (%)", r["test"])]:
-            rows.append(dict(method=r["method"], step=STEPS[j["fused"]], seed=r["seed"], metric=metric,
-                             paper=paper if metric == "test accuracy (%)" else None, ours=exp._r2(value)))
+        for metric, value in [
+            ("seconds per epoch (train + dev/test evaluation)", sec),
+            ("epochs trained", r["epochs_run"]),
+            ("dev accuracy (%)", r["dev"]),
+            ("test accuracy (%)", r["test"]),
+        ]:
+            rows.append(
+                dict(
+                    method=r["method"],
+                    step=STEPS[j["fused"]],
+                    seed=r["seed"],
+                    metric=metric,
+                    paper=paper if metric == "test accuracy (%)" else None,
+                    ours=exp._r2(value),
+                )
+            )
     for (method, seed, fused), sec in per_epoch.items():
         if fused:
-            rows.append(dict(method=method, step="ratio", seed=seed, metric="speed-up per epoch (PyTorch / compiled)",
-                             paper=None, ours=exp._r2(per_epoch[(method, seed, False)] / sec)))
+            rows.append(
+                dict(
+                    method=method,
+                    step="ratio",
+                    seed=seed,
+                    metric="speed-up per epoch (PyTorch / compiled)",
+                    paper=None,
+                    ours=exp._r2(per_epoch[(method, seed, False)] / sec),
+                )
+            )
     return rows
 
 
@@ -95,23 +124,39 @@ def main() -> None:
     jobs = jobs_for(cfg, args.seeds, paths.checkpoints)
     results = exp.run_jobs(jobs, workers)
     df = pd.DataFrame(rows_of(jobs, results))
-    models = {f"{r['method']}, seed {r['seed']}, {STEPS[j['fused']]}":
-              exp.run_record(r) for j, r in zip(jobs, results)}
-    notes = (f"Notebook 01's {SETTING!r} setting ({args.preset} preset: WordNet {graph.version}, the notebook's "
-             f"split, 50-d, batch 500 + 500, its schedule and early stopping on dev; density order embeddings and "
-             f"bilinear at the notebook's dev choices {chosen_overrides(exp.DOE)} and "
-             f"{chosen_overrides('order-embeddings (bilinear)')}), each row trained with both steps, "
-             f"{workers} jobs at a time, one thread each. Seconds per epoch include the per-epoch dev/test "
-             f"evaluation. The two steps compute the same thing up to float rounding; over an epoch's 1,661 Adam "
-             f"steps the rounding grows into a different trajectory, so their accuracies differ as two seeds' "
-             f"would. 'paper' is Table 1's test accuracy.")
-    meta = {"preset": args.preset, "seed": args.seeds, "split_seed": cfg["split_seed"], "setting": SETTING,
-            "device": device_description("cpu"), "workers": workers, "git_commit": commit,
-            "compiled_step": concept_step_status(),
-            "data_source": f"WordNet {graph.version} ({graph.source})", "data_fingerprint": graph.fingerprint,
-            "wall_time_s": time.perf_counter() - t0, "training": training_provenance(models, commit)}
-    out = write_table("bench_concept_step", df, meta, paths.tables,
-                      title="Table 1's table models: compiled training step vs PyTorch step", notes=notes)
+    models = {f"{r['method']}, seed {r['seed']}, {STEPS[j['fused']]}": exp.run_record(r) for j, r in zip(jobs, results)}
+    notes = (
+        f"Notebook 01's {SETTING!r} setting ({args.preset} preset: WordNet {graph.version}, the notebook's "
+        f"split, 50-d, batch 500 + 500, its schedule and early stopping on dev; density order embeddings and "
+        f"bilinear at the notebook's dev choices {chosen_overrides(exp.DOE)} and "
+        f"{chosen_overrides('order-embeddings (bilinear)')}), each row trained with both steps, "
+        f"{workers} jobs at a time, one thread each. Seconds per epoch include the per-epoch dev/test "
+        f"evaluation. The two steps compute the same thing up to float rounding; over an epoch's 1,661 Adam "
+        f"steps the rounding grows into a different trajectory, so their accuracies differ as two seeds' "
+        f"would. 'paper' is Table 1's test accuracy."
+    )
+    meta = {
+        "preset": args.preset,
+        "seed": args.seeds,
+        "split_seed": cfg["split_seed"],
+        "setting": SETTING,
+        "device": device_description("cpu"),
+        "workers": workers,
+        "git_commit": commit,
+        "compiled_step": concept_step_status(),
+        "data_source": f"WordNet {graph.version} ({graph.source})",
+        "data_fingerprint": graph.fingerprint,
+        "wall_time_s": time.perf_counter() - t0,
+        "training": training_provenance(models, commit),
+    }
+    out = write_table(
+        "bench_concept_step",
+        df,
+        meta,
+        paths.tables,
+        title="Table 1's table models: compiled training step vs PyTorch step",
+        notes=notes,
+    )
     with pd.option_context("display.width", 200, "display.max_columns", 10):
         print(df.pivot_table(index=["method", "seed", "step"], columns="metric", values="ours", sort=False))
     print("wrote", out["csv"])

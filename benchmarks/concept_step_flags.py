@@ -9,6 +9,7 @@ move at float rounding, the others' stay to the printed digit).
 
     ORDERLIB_DATA=<data root> .venv/bin/python benchmarks/concept_step_flags.py [--epochs 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,10 @@ from concept_step import SETTING, chosen_overrides  # benchmarks/concept_step.py
 from orderlib.kernels import EXTRA_FLAGS
 
 FLAGS = EXTRA_FLAGS["concept_step.cpp"]  # the project's build: the vectorised one
-BUILDS = {"scalar (without -fno-trapping-math)": [f for f in FLAGS if f != "-fno-trapping-math"],
-          "vectorised (the project's flags)": FLAGS}
+BUILDS = {
+    "scalar (without -fno-trapping-math)": [f for f in FLAGS if f != "-fno-trapping-math"],
+    "vectorised (the project's flags)": FLAGS,
+}
 ROWS = ["order-embeddings", "box embeddings", "Gumbel box embeddings", "density order embeddings"]
 
 

@@ -15,6 +15,7 @@ checkpoints under runs/<preset>/checkpoints/ (resumable).
     .venv/bin/python benchmarks/doe_gamma.py [--gammas 225 150 100 75 50 25] [--lr 0.001] [--seeds 0]
         [--long-seeds 0 1 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,13 +27,25 @@ from orderlib.experiments import oe_wordnet as exp
 from orderlib.reports import device_description, git_commit, training_provenance, write_table
 from orderlib.runs import run_paths
 
-METRICS = {"dev accuracy (%)": "dev", "test accuracy (%)": "test",
-           "test accuracy, best epoch chosen on test (%)": "best_test_over_epochs", "epochs trained": "epochs_run"}
+METRICS = {
+    "dev accuracy (%)": "dev",
+    "test accuracy (%)": "test",
+    "test accuracy, best epoch chosen on test (%)": "best_test_over_epochs",
+    "epochs trained": "epochs_run",
+}
 LONG = {"epochs": 60, "patience": 10}  # the longer schedule tried at the best gamma
 
 
-def point_jobs(cfg: dict, setting: str, seeds: list[int], lr: float, gammas: list[float], schedule: dict,
-               run_dir, negatives: tuple[str, ...] = ()) -> list[dict]:
+def point_jobs(
+    cfg: dict,
+    setting: str,
+    seeds: list[int],
+    lr: float,
+    gammas: list[float],
+    schedule: dict,
+    run_dir,
+    negatives: tuple[str, ...] = (),
+) -> list[dict]:
     """One training job per (gamma, seed) at `lr` on `schedule` (epochs, patience overrides) with
     the extra negative kinds `negatives` (random corruptions only when empty)."""
     jobs = []
@@ -46,13 +59,26 @@ def point_jobs(cfg: dict, setting: str, seeds: list[int], lr: float, gammas: lis
 def rows_of(results: list[dict], block: str) -> list[dict]:
     """Long-format rows of finished jobs: one per (negatives, gamma, seed, metric), then the mean
     over two or more seeds of each (negatives, gamma, metric) (seed "mean", with sd (n-1) and n_seeds)."""
-    rows = [dict(method=exp.DOE, block=block, negatives=exp.negatives_label(r["overrides"]["negatives"]),
-                 epochs=r["config"]["epochs"], patience=r["config"]["patience"],
-                 gamma=r["overrides"]["model_kwargs"]["gamma"],
-                 lr=f"{r['overrides']['lr']:g}", seed=str(r["seed"]), metric=m, paper=None,
-                 published=exp.PUBLISHED_LATER[exp.DOE] if m == "test accuracy (%)" else None, ours=r[k],
-                 sd=None, n_seeds=None)
-            for r in results for m, k in METRICS.items()]
+    rows = [
+        dict(
+            method=exp.DOE,
+            block=block,
+            negatives=exp.negatives_label(r["overrides"]["negatives"]),
+            epochs=r["config"]["epochs"],
+            patience=r["config"]["patience"],
+            gamma=r["overrides"]["model_kwargs"]["gamma"],
+            lr=f"{r['overrides']['lr']:g}",
+            seed=str(r["seed"]),
+            metric=m,
+            paper=None,
+            published=exp.PUBLISHED_LATER[exp.DOE] if m == "test accuracy (%)" else None,
+            ours=r[k],
+            sd=None,
+            n_seeds=None,
+        )
+        for r in results
+        for m, k in METRICS.items()
+    ]
     return exp.with_seed_means(rows, ["negatives", "gamma", "metric"])
 
 
@@ -71,8 +97,11 @@ def main() -> None:
     paths = run_paths("oe_table1_doe_gamma", args.preset)  # full: reports/; others: runs/<preset>/
 
     def run(seeds, gammas, schedule=None, kinds=((),)):  # every (kinds, gamma, seed) in one parallel batch
-        jobs = [j for k in kinds for j in point_jobs(cfg, args.setting, seeds, args.lr, gammas, schedule or {},
-                                                      paths.checkpoints, k)]
+        jobs = [
+            j
+            for k in kinds
+            for j in point_jobs(cfg, args.setting, seeds, args.lr, gammas, schedule or {}, paths.checkpoints, k)
+        ]
         return exp.run_jobs(jobs, workers)
 
     def best_of(results, key):  # the best mean dev over seeds; ties: the one run first
@@ -89,29 +118,55 @@ def main() -> None:
         blocks.append(("best negative kinds over seeds", run(args.long_seeds, [best], kinds=[kinds])))
     blocks.append(("longer schedule", run(args.long_seeds, [best], LONG, [kinds])))
     df = pd.DataFrame([row for name, results in blocks for row in rows_of(results, name)])
-    models = {f"{name}: gamma {r['overrides']['model_kwargs']['gamma']:g}, "
-              f"{exp.negatives_label(r['overrides']['negatives'])}, seed {r['seed']}, {len(r['history'])} epochs":
-              exp.run_record(r) for name, results in blocks for r in results}
-    notes = (f"Density order embeddings on Table 1's {args.setting!r} setting ({args.preset} preset: WordNet "
-             f"{graph.version}, 4,000 test and 4,000 dev pairs, the notebook's split), Adam lr {args.lr:g} (the "
-             f"notebook's choice), margin 1000, 50-d, batch 500, the epoch chosen on dev as in notebook 01. Blocks, "
-             f"in order: gamma swept with random corruptions only (seeds {args.seeds}); the extra negative kinds "
-             f"(their S2 swap, S4 sibling) at the best-on-dev gamma ({best:g}), where the notebook chose them at "
-             f"lr 0.01, gamma 225 (seeds {args.seeds}); the winning kinds over seeds {args.long_seeds} if they are "
-             f"not random corruptions alone; then the best setting with {LONG['epochs']} epochs and patience "
-             f"{LONG['patience']} (seeds {args.long_seeds}). Table 1's row is 3 seeds, 40 epochs, patience 5. "
-             f"'published' is Athiwaratkun & Wilson's 92.3 (epoch picked on test). A measurement beside Table 1, "
-             f"not a row of it: the notebook's grid is {{0.01, 0.003, 0.001, 0.0005}} x {{225, 100}}.")
-    meta = {"preset": args.preset, "seed": sorted(set(args.seeds + args.long_seeds)), "split_seed": cfg["split_seed"],
-            "setting": args.setting, "device": device_description("cpu"), "workers": workers, "git_commit": commit,
-            "data_source": f"WordNet {graph.version} ({graph.source})", "data_fingerprint": graph.fingerprint,
-            "best_gamma_on_dev": best, "best_negatives_on_dev": exp.negatives_label(kinds),
-            "wall_time_s": time.perf_counter() - t0, "training": training_provenance(models, commit)}
+    models = {
+        f"{name}: gamma {r['overrides']['model_kwargs']['gamma']:g}, "
+        f"{exp.negatives_label(r['overrides']['negatives'])}, seed {r['seed']}, {len(r['history'])} epochs": exp.run_record(
+            r
+        )
+        for name, results in blocks
+        for r in results
+    }
+    notes = (
+        f"Density order embeddings on Table 1's {args.setting!r} setting ({args.preset} preset: WordNet "
+        f"{graph.version}, 4,000 test and 4,000 dev pairs, the notebook's split), Adam lr {args.lr:g} (the "
+        f"notebook's choice), margin 1000, 50-d, batch 500, the epoch chosen on dev as in notebook 01. Blocks, "
+        f"in order: gamma swept with random corruptions only (seeds {args.seeds}); the extra negative kinds "
+        f"(their S2 swap, S4 sibling) at the best-on-dev gamma ({best:g}), where the notebook chose them at "
+        f"lr 0.01, gamma 225 (seeds {args.seeds}); the winning kinds over seeds {args.long_seeds} if they are "
+        f"not random corruptions alone; then the best setting with {LONG['epochs']} epochs and patience "
+        f"{LONG['patience']} (seeds {args.long_seeds}). Table 1's row is 3 seeds, 40 epochs, patience 5. "
+        f"'published' is Athiwaratkun & Wilson's 92.3 (epoch picked on test). A measurement beside Table 1, "
+        f"not a row of it: the notebook's grid is {{0.01, 0.003, 0.001, 0.0005}} x {{225, 100}}."
+    )
+    meta = {
+        "preset": args.preset,
+        "seed": sorted(set(args.seeds + args.long_seeds)),
+        "split_seed": cfg["split_seed"],
+        "setting": args.setting,
+        "device": device_description("cpu"),
+        "workers": workers,
+        "git_commit": commit,
+        "data_source": f"WordNet {graph.version} ({graph.source})",
+        "data_fingerprint": graph.fingerprint,
+        "best_gamma_on_dev": best,
+        "best_negatives_on_dev": exp.negatives_label(kinds),
+        "wall_time_s": time.perf_counter() - t0,
+        "training": training_provenance(models, commit),
+    }
     df["n_seeds"] = df["n_seeds"].astype("Int64")
-    out = write_table("oe_table1_doe_gamma", df, meta, paths.tables,
-                      title="Density order embeddings past Table 1's grid (measurement)", notes=notes)
-    print(df.pivot_table(index=["block", "negatives", "gamma", "seed"], columns="metric", values="ours",
-                         sort=False).round(2))
+    out = write_table(
+        "oe_table1_doe_gamma",
+        df,
+        meta,
+        paths.tables,
+        title="Density order embeddings past Table 1's grid (measurement)",
+        notes=notes,
+    )
+    print(
+        df.pivot_table(
+            index=["block", "negatives", "gamma", "seed"], columns="metric", values="ours", sort=False
+        ).round(2)
+    )
     print("wrote", out["csv"])
 
 

@@ -22,6 +22,7 @@ each run's evaluations are kept under runs/<preset>/checkpoints/ and reused by a
 
     .venv/bin/python benchmarks/doe_selection.py [--seeds 0 1 2] [--every 100] [--authors-log FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,7 +48,10 @@ SCHEDULES = {  # name -> Table 1 row overrides
 }
 THEIR_SPLIT = "paper, Athiwaratkun & Wilson's split"  # exp.SETTINGS: createDatasets.lua on their WordNet 3.0
 SPLITS = {  # setting -> split label
-    "paper": "ours", "paper, authors' split": "authors", THEIR_SPLIT: "theirs (WordNet 3.0)"}
+    "paper": "ours",
+    "paper, authors' split": "authors",
+    THEIR_SPLIT: "theirs (WordNet 3.0)",
+}
 TABLE1_TRAINER = "test accuracy, Table 1's trainer: evaluated after each epoch only, patience 5 (%)"
 PUBLISHED = 92.3  # Athiwaratkun & Wilson (ICLR 2018), Table 1: the best test accuracy over evaluations
 RULES = {  # metric -> selection keyword arguments (choose_checkpoint); the chosen evaluation's test accuracy
@@ -77,8 +81,13 @@ def trace_job(setting: str, preset: str, overrides: dict, seed: int, every: int,
             return {**saved, "loaded": True}
     t0 = time.perf_counter()
     records = evaluation_trace(data, c, every, progress=False)
-    out = {"key": key, "records": records, "seconds": time.perf_counter() - t0, "trained_at": git_commit(),
-           "loaded": False}
+    out = {
+        "key": key,
+        "records": records,
+        "seconds": time.perf_counter() - t0,
+        "trained_at": git_commit(),
+        "loaded": False,
+    }
     atomic_write_text(path, json.dumps(out))
     return out
 
@@ -89,8 +98,13 @@ def table1_job(setting: str, preset: str, overrides: dict, seed: int, checkpoint
     cfg, data, _ = split_data(preset, setting)
     r = exp.train_row(data, exp.model_config(exp.DOE, cfg, seed, **overrides), "cpu", Path(checkpoint), False)
     state = load_checkpoint(Path(checkpoint)) or {}
-    return {"test": r.test_accuracy, "best_epoch": r.best_epoch, "seconds": r.seconds,
-            "trained_at": state.get("trained_at"), "loaded": r.resumed}
+    return {
+        "test": r.test_accuracy,
+        "best_epoch": r.best_epoch,
+        "seconds": r.seconds,
+        "trained_at": state.get("trained_at"),
+        "loaded": r.resumed,
+    }
 
 
 def run_one(kind: str, **job) -> dict:
@@ -114,8 +128,10 @@ def read_authors_log(path: Path) -> list[dict]:
             records.append({"epoch": epoch, "epoch_end": False, "dev": dev, "test": 100 * float(m.group(1))})
             dev = None
     if not records:
-        raise ValueError(f"{path}: no 'Best accuracy ... / ... Accuracy ...' evaluation lines; expected the "
-                         f"output of Athiwaratkun & Wilson's main.lua (their log/hyp_prediction.log)")
+        raise ValueError(
+            f"{path}: no 'Best accuracy ... / ... Accuracy ...' evaluation lines; expected the "
+            f"output of Athiwaratkun & Wilson's main.lua (their log/hyp_prediction.log)"
+        )
     return records
 
 
@@ -128,10 +144,24 @@ def rows_of(records: list[dict], schedule: str, split: str, seed: str, method: s
         if kw.get("epoch_ends_only") and not any(r["epoch_end"] for r in records):
             continue  # their log marks no epoch ends
         chosen = choose_checkpoint(records, **kw)
-        rows.append({**base, "metric": metric, "published": PUBLISHED if "their rule" in metric else None,
-                     "ours": chosen["test"], "chosen_epoch": chosen["epoch"] + 1})
-    rows.append({**base, "metric": "test accuracy at the last evaluation (%)", "published": None,
-                 "ours": records[-1]["test"], "chosen_epoch": records[-1]["epoch"] + 1})
+        rows.append(
+            {
+                **base,
+                "metric": metric,
+                "published": PUBLISHED if "their rule" in metric else None,
+                "ours": chosen["test"],
+                "chosen_epoch": chosen["epoch"] + 1,
+            }
+        )
+    rows.append(
+        {
+            **base,
+            "metric": "test accuracy at the last evaluation (%)",
+            "published": None,
+            "ours": records[-1]["test"],
+            "chosen_epoch": records[-1]["epoch"] + 1,
+        }
+    )
     rows.append({**base, "metric": "evaluations", "published": None, "ours": len(records), "chosen_epoch": None})
     return rows
 
@@ -149,15 +179,34 @@ def main() -> None:
     t0, commit = time.perf_counter(), git_commit()
     cfg, graph, workers = exp.load_setting(args.preset, "paper", args.workers)
     paths = run_paths("oe_table1_doe_selection", args.preset)
-    jobs = {f"{setting} | {sched} | seed {s}": dict(
-                kind="trace", setting=setting, preset=args.preset, overrides=SCHEDULES[sched], seed=s, every=args.every,
-                cache=str(paths.checkpoints / f"{exp.slug(setting)}-{exp.slug(sched)}-s{s}-every{args.every}.json"))
-            for setting in args.splits for sched in args.schedules for s in args.seeds}
+    jobs = {
+        f"{setting} | {sched} | seed {s}": dict(
+            kind="trace",
+            setting=setting,
+            preset=args.preset,
+            overrides=SCHEDULES[sched],
+            seed=s,
+            every=args.every,
+            cache=str(paths.checkpoints / f"{exp.slug(setting)}-{exp.slug(sched)}-s{s}-every{args.every}.json"),
+        )
+        for setting in args.splits
+        for sched in args.schedules
+        for s in args.seeds
+    }
     t1 = "Table 1's settings"  # also trained by Table 1's own trainer, for its exact row on each split
-    jobs |= {f"{setting} | {t1} | seed {s} | Table 1's trainer": dict(
-                kind="table1", setting=setting, preset=args.preset, overrides=SCHEDULES[t1], seed=s,
-                checkpoint=str(paths.checkpoints / f"{exp.slug(setting)}-table-1-trainer-s{s}.pt"))
-             for setting in args.splits for s in args.seeds if t1 in args.schedules}
+    jobs |= {
+        f"{setting} | {t1} | seed {s} | Table 1's trainer": dict(
+            kind="table1",
+            setting=setting,
+            preset=args.preset,
+            overrides=SCHEDULES[t1],
+            seed=s,
+            checkpoint=str(paths.checkpoints / f"{exp.slug(setting)}-table-1-trainer-s{s}.pt"),
+        )
+        for setting in args.splits
+        for s in args.seeds
+        if t1 in args.schedules
+    }
     costs = {n: j["overrides"]["epochs"] for n, j in jobs.items()}
     done = run_in_workers(run_one, jobs, workers, costs, desc="density order embeddings runs")
     traces = {n: r for n, r in done.items() if jobs[n]["kind"] == "trace"}
@@ -168,63 +217,123 @@ def main() -> None:
     for name, r in done.items():
         j = jobs[name]
         if j["kind"] == "table1":
-            rows.append(dict(method=exp.DOE, schedule=t1, split=SPLITS[j["setting"]], seed=str(j["seed"]), paper=None,
-                             metric=TABLE1_TRAINER, published=None, ours=r["test"], chosen_epoch=r["best_epoch"] + 1))
+            rows.append(
+                dict(
+                    method=exp.DOE,
+                    schedule=t1,
+                    split=SPLITS[j["setting"]],
+                    seed=str(j["seed"]),
+                    paper=None,
+                    metric=TABLE1_TRAINER,
+                    published=None,
+                    ours=r["test"],
+                    chosen_epoch=r["best_epoch"] + 1,
+                )
+            )
     rows = exp.with_seed_means(rows, ["schedule", "split", "metric"])
     sources = {}
     for setting in args.splits:  # the transitive closure on each split, for scale (split noise)
         _, data, g = split_data(args.preset, setting)
-        rows.append(dict(method="transitive closure", schedule="", split=SPLITS[setting], seed="", paper=88.2,
-                         metric="test accuracy (%)", published=None, ours=exp.closure_accuracy(data),
-                         chosen_epoch=None))
-        sources[SPLITS[setting]] = {"data_source": f"WordNet {g.version} ({g.source})",
-                                    "data_fingerprint": g.fingerprint, **data.stats}
+        rows.append(
+            dict(
+                method="transitive closure",
+                schedule="",
+                split=SPLITS[setting],
+                seed="",
+                paper=88.2,
+                metric="test accuracy (%)",
+                published=None,
+                ours=exp.closure_accuracy(data),
+                chosen_epoch=None,
+            )
+        )
+        sources[SPLITS[setting]] = {
+            "data_source": f"WordNet {g.version} ({g.source})",
+            "data_fingerprint": g.fingerprint,
+            **data.stats,
+        }
     for r in rows:  # a mean row's chosen epoch: the mean over its seeds
         if r["seed"] == "mean" and r["metric"] != "evaluations":
-            r["chosen_epoch"] = round(sum(x["chosen_epoch"] for x in rows if x["seed"] not in ("mean",) and all(
-                x[k] == r[k] for k in ("schedule", "split", "metric"))) / r["n_seeds"], 1)
+            r["chosen_epoch"] = round(
+                sum(
+                    x["chosen_epoch"]
+                    for x in rows
+                    if x["seed"] not in ("mean",) and all(x[k] == r[k] for k in ("schedule", "split", "metric"))
+                )
+                / r["n_seeds"],
+                1,
+            )
     log_meta = None
     if args.authors_log:
         records = read_authors_log(args.authors_log)
-        rows += rows_of(records, "their command", SPLITS[THEIR_SPLIT], "1234 (theirs)",
-                        "density order embeddings (the authors' released run, read from its log)")
-        log_meta = {"file": args.authors_log.name, "sha256": hashlib.sha256(args.authors_log.read_bytes()).hexdigest(),
-                    "source": "github.com/benathi/density-order-emb, log/hyp_prediction.log (commit a512f3f)",
-                    "evaluations": len(records)}
+        rows += rows_of(
+            records,
+            "their command",
+            SPLITS[THEIR_SPLIT],
+            "1234 (theirs)",
+            "density order embeddings (the authors' released run, read from its log)",
+        )
+        log_meta = {
+            "file": args.authors_log.name,
+            "sha256": hashlib.sha256(args.authors_log.read_bytes()).hexdigest(),
+            "source": "github.com/benathi/density-order-emb, log/hyp_prediction.log (commit a512f3f)",
+            "evaluations": len(records),
+        }
     df = pd.DataFrame(rows)
     df["n_seeds"] = df["n_seeds"].astype("Int64")
     models = {name: model_record(r["seconds"], r["trained_at"], r["loaded"]) for name, r in done.items()}
-    notes = (f"Density order embeddings on Table 1's paper protocol ({args.preset} preset: WordNet "
-             f"{graph.version} unless said, 4,000 test and 4,000 dev pairs; split 'ours' is the notebook's, "
-             f"'authors' Vendrov et al.'s regenerated, as in Table 1), evaluated every {args.every} steps and "
-             f"after each epoch (tau chosen on dev each time), no early stopping; each rule is read off the same "
-             f"runs. 'Table 1's settings': Adam lr 0.001, gamma 100, 40 epochs (the notebook's dev choice; read "
-             f"with its rule, the epoch chosen on dev with patience 5, these runs give the notebook's row within "
-             f"0.13 per seed, not to the digit: each evaluation's catch-up flush moves the trajectory at float "
-             f"rounding); 'their command': lr 0.01, gamma 225 (their kl_threshold 500 on 2 KL + D), 20 epochs, "
-             f"margin 1000, 50-d, batches of 500 true and 500 corrupted pairs (theirs: 1,000 from the positives "
-             f"and negatives shuffled together). 'their rule' keeps the highest test accuracy over all "
-             f"evaluations, as their main.lua did; 'published' is their 92.3. chosen_epoch: the epoch (from 1) of "
-             f"the evaluation a rule keeps. Rows of 'the authors' released run' apply the same rules to the "
-             f"evaluations printed in their repository's log of that command (seed 1234; CUDA Torch7), where no "
-             f"epoch ends are marked. Split 'theirs (WordNet 3.0)': Vendrov et al.'s split procedure, which "
-             f"Athiwaratkun & Wilson's createDatasets.lua keeps, on the WordNet 3.0 their preprocessing read "
-             f"(NLTK's; 84,427 edges, 837,888 listed pairs, as their script's comments say), regenerated by "
-             f"orderlib.data.hypernymy.authors_split; the split their 92.3 was measured on, as far as their code "
-             f"shows. The transitive closure rows give each split's baseline (paper: Vendrov et al.'s 88.2). A "
-             f"measurement beside Table 1, not a row of it.")
-    meta = {"preset": args.preset, "seed": args.seeds, "split_seed": cfg["split_seed"], "every": args.every,
-            "device": device_description("cpu"), "workers": workers, "git_commit": commit,
-            "data_source": f"WordNet {graph.version} ({graph.source})", "data_fingerprint": graph.fingerprint,
-            "splits": sources,
-            "schedules": {k: SCHEDULES[k] for k in args.schedules}, "authors_log": log_meta,
-            "wall_time_s": time.perf_counter() - t0, "training": training_provenance(models, commit)}
+    notes = (
+        f"Density order embeddings on Table 1's paper protocol ({args.preset} preset: WordNet "
+        f"{graph.version} unless said, 4,000 test and 4,000 dev pairs; split 'ours' is the notebook's, "
+        f"'authors' Vendrov et al.'s regenerated, as in Table 1), evaluated every {args.every} steps and "
+        f"after each epoch (tau chosen on dev each time), no early stopping; each rule is read off the same "
+        f"runs. 'Table 1's settings': Adam lr 0.001, gamma 100, 40 epochs (the notebook's dev choice; read "
+        f"with its rule, the epoch chosen on dev with patience 5, these runs give the notebook's row within "
+        f"0.13 per seed, not to the digit: each evaluation's catch-up flush moves the trajectory at float "
+        f"rounding); 'their command': lr 0.01, gamma 225 (their kl_threshold 500 on 2 KL + D), 20 epochs, "
+        f"margin 1000, 50-d, batches of 500 true and 500 corrupted pairs (theirs: 1,000 from the positives "
+        f"and negatives shuffled together). 'their rule' keeps the highest test accuracy over all "
+        f"evaluations, as their main.lua did; 'published' is their 92.3. chosen_epoch: the epoch (from 1) of "
+        f"the evaluation a rule keeps. Rows of 'the authors' released run' apply the same rules to the "
+        f"evaluations printed in their repository's log of that command (seed 1234; CUDA Torch7), where no "
+        f"epoch ends are marked. Split 'theirs (WordNet 3.0)': Vendrov et al.'s split procedure, which "
+        f"Athiwaratkun & Wilson's createDatasets.lua keeps, on the WordNet 3.0 their preprocessing read "
+        f"(NLTK's; 84,427 edges, 837,888 listed pairs, as their script's comments say), regenerated by "
+        f"orderlib.data.hypernymy.authors_split; the split their 92.3 was measured on, as far as their code "
+        f"shows. The transitive closure rows give each split's baseline (paper: Vendrov et al.'s 88.2). A "
+        f"measurement beside Table 1, not a row of it."
+    )
+    meta = {
+        "preset": args.preset,
+        "seed": args.seeds,
+        "split_seed": cfg["split_seed"],
+        "every": args.every,
+        "device": device_description("cpu"),
+        "workers": workers,
+        "git_commit": commit,
+        "data_source": f"WordNet {graph.version} ({graph.source})",
+        "data_fingerprint": graph.fingerprint,
+        "splits": sources,
+        "schedules": {k: SCHEDULES[k] for k in args.schedules},
+        "authors_log": log_meta,
+        "wall_time_s": time.perf_counter() - t0,
+        "training": training_provenance(models, commit),
+    }
     show = df[df.seed.isin(["mean", "1234 (theirs)"]) | (df.method == "transitive closure")]
-    out = write_table("oe_table1_doe_selection", df, meta, paths.tables,
-                      title="Density order embeddings: the authors' checkpoint selection against Table 1's "
-                            "(measurement)", notes=notes, show=show)
-    print(show.pivot_table(index=["method", "schedule", "split"], columns="metric", values="ours", sort=False).round(2)
-          .to_string())
+    out = write_table(
+        "oe_table1_doe_selection",
+        df,
+        meta,
+        paths.tables,
+        title="Density order embeddings: the authors' checkpoint selection against Table 1's (measurement)",
+        notes=notes,
+        show=show,
+    )
+    print(
+        show.pivot_table(index=["method", "schedule", "split"], columns="metric", values="ours", sort=False)
+        .round(2)
+        .to_string()
+    )
     print("wrote", out["csv"])
 
 

@@ -14,6 +14,7 @@ from the step-wise loop's. Writes reports/tables/bench_gru_step.*.
 
     .venv/bin/python benchmarks/gru_step.py [--rounds 5] [--steps 6]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,11 +82,12 @@ def table3_task(steps: int):
     cfg = oe_snli.model_config("order-embeddings", cfg_all)
     model = _build(cfg, len(data.vocab), torch.device("cpu"))
     order = np.random.default_rng(0).permutation(len(data.train))
-    batches = [order[b * cfg.batch:(b + 1) * cfg.batch] for b in range(steps)]
+    batches = [order[b * cfg.batch : (b + 1) * cfg.batch] for b in range(steps)]
 
     def loss(b):
         idx = batches[b]
         return entailment_loss(model, model(*data.train.batch(idx, "cpu")), data.train.positive[idx], cfg.margin)
+
     return model, loss, cfg, f"SNLI ({len(data.train)} training pairs, vocabulary {len(data.vocab)})"
 
 
@@ -104,13 +106,14 @@ def table2_task(steps: int):
     model = build_model(cfg, len(vocab), feature_dim, torch.device("cpu"))
     g = torch.Generator().manual_seed(0)
     feats = torch.randn(steps * cfg.batch, feature_dim, generator=g).abs()
-    rows = np.random.default_rng(0).permutation(len(caps))[:steps * cfg.batch]
+    rows = np.random.default_rng(0).permutation(len(caps))[: steps * cfg.batch]
 
     def loss(b):
-        r = torch.as_tensor(rows[b * cfg.batch:(b + 1) * cfg.batch])
-        t = tokens[r, :int(lengths[r].max())]
-        e = model(feats[b * cfg.batch:(b + 1) * cfg.batch], t, lengths[r])
+        r = torch.as_tensor(rows[b * cfg.batch : (b + 1) * cfg.batch])
+        t = tokens[r, : int(lengths[r].max())]
+        e = model(feats[b * cfg.batch : (b + 1) * cfg.batch], t, lengths[r])
         return in_batch_loss(e, cfg.loss, cfg.margin, cfg.temperature)
+
     return model, loss, cfg, f"Fashion-MNIST Scenes ({len(caps)} training captions, vocabulary {len(vocab)})"
 
 
@@ -133,12 +136,14 @@ def step_seconds(model, loss, cfg, steps: int, mode: str, per_tensor_clip: bool)
 
 def gradient_gap(model, loss) -> dict[str, float]:
     """Largest relative gradient difference (over parameter tensors) of each variant from the baseline, one batch."""
+
     def grads(fn, mode):
         sentence.gru_last_hidden = fn
         model.zero_grad()
         with precision.matmul_precision(mode, "cpu"):
             loss(0).backward()
         return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
     ref = grads(*VARIANTS[BASELINE])
     out = {}
     for name, (fn, mode) in VARIANTS.items():
@@ -171,26 +176,52 @@ def main() -> None:
             for name in VARIANTS:
                 ratio = np.array(secs[BASELINE]) / np.array(secs[name])
                 method = f"{table} ({source}): {name}"
-                rows += [dict(method=method, metric="seconds per training step (median of rounds)",
-                              ours=round(float(np.median(secs[name])), 4)),
-                         dict(method=method, metric="speed-up over the step-wise loop (median of rounds)",
-                              ours=round(float(np.median(ratio)), 2)),
-                         dict(method=method, metric="largest relative gradient difference from the step-wise loop",
-                              ours=float(f"{gaps[name]:.2e}"))]
+                rows += [
+                    dict(
+                        method=method,
+                        metric="seconds per training step (median of rounds)",
+                        ours=round(float(np.median(secs[name])), 4),
+                    ),
+                    dict(
+                        method=method,
+                        metric="speed-up over the step-wise loop (median of rounds)",
+                        ours=round(float(np.median(ratio)), 2),
+                    ),
+                    dict(
+                        method=method,
+                        metric="largest relative gradient difference from the step-wise loop",
+                        ours=float(f"{gaps[name]:.2e}"),
+                    ),
+                ]
     finally:
         sentence.gru_last_hidden = GRU_RECURRENCE
     df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
-    meta = {"preset": "full", "seed": 0, "device": device_description("cpu"), "threads": torch.get_num_threads(),
-            "data_source": "SNLI 1.0 (oe_snli splits, full preset); Fashion-MNIST Scenes captions (train, full preset)",
-            "data_fingerprint": None, "wall_time_s": time.perf_counter() - t_start, "rounds": a.rounds,
-            "steps": a.steps, "seconds": seconds}
-    notes = (f"One training step (forward, loss, backward, gradient clipping as the trainer does, Adam) of the "
-             f"full-preset order-embeddings model (1024-d GRU, 300-d words, batch 128), median over {a.rounds} "
-             f"alternating rounds of {a.steps} steps each, {torch.get_num_threads()} threads. Table 2's image "
-             f"features are random (the GRU dominates the step). 'bf16 products': float32 tensors whose matrix "
-             f"products take bfloat16 inputs with float32 sums (orderlib.precision).")
-    write_table("bench_gru_step", df, meta, title="GRU training steps of Tables 2 and 3: GRU implementation and "
-                "matrix-product precision", notes=notes)
+    meta = {
+        "preset": "full",
+        "seed": 0,
+        "device": device_description("cpu"),
+        "threads": torch.get_num_threads(),
+        "data_source": "SNLI 1.0 (oe_snli splits, full preset); Fashion-MNIST Scenes captions (train, full preset)",
+        "data_fingerprint": None,
+        "wall_time_s": time.perf_counter() - t_start,
+        "rounds": a.rounds,
+        "steps": a.steps,
+        "seconds": seconds,
+    }
+    notes = (
+        f"One training step (forward, loss, backward, gradient clipping as the trainer does, Adam) of the "
+        f"full-preset order-embeddings model (1024-d GRU, 300-d words, batch 128), median over {a.rounds} "
+        f"alternating rounds of {a.steps} steps each, {torch.get_num_threads()} threads. Table 2's image "
+        f"features are random (the GRU dominates the step). 'bf16 products': float32 tensors whose matrix "
+        f"products take bfloat16 inputs with float32 sums (orderlib.precision)."
+    )
+    write_table(
+        "bench_gru_step",
+        df,
+        meta,
+        title="GRU training steps of Tables 2 and 3: GRU implementation and matrix-product precision",
+        notes=notes,
+    )
     print(df.to_string(index=False))
 
 

@@ -13,6 +13,7 @@ seconds per epoch (evaluation included), of the per-round ratio, the test accura
 
     ORDERLIB_DATA=<data root> .venv/bin/python benchmarks/huge_pages.py [--rounds 3] [--epochs 4]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,10 +48,24 @@ def child(method: str, epochs: int) -> None:
     cfg, _, _ = exp.load_setting("full", SETTING, 1)
     c = exp.model_config(method, cfg, 0, epochs=epochs, **chosen_overrides(method))
     r = exp.train_row(exp._DATA[SETTING], c, "cpu", None, False)
-    huge_kb = next((int(line.split()[1]) for line in Path("/proc/self/smaps_rollup").read_text().splitlines()
-                    if line.startswith("AnonHugePages")), 0)
-    print(json.dumps({"seconds_per_epoch": r.history[-1]["seconds"] / len(r.history),
-                      "test": r.test_accuracy, "huge_mb": huge_kb / 1024}), flush=True)
+    huge_kb = next(
+        (
+            int(line.split()[1])
+            for line in Path("/proc/self/smaps_rollup").read_text().splitlines()
+            if line.startswith("AnonHugePages")
+        ),
+        0,
+    )
+    print(
+        json.dumps(
+            {
+                "seconds_per_epoch": r.history[-1]["seconds"] / len(r.history),
+                "test": r.test_accuracy,
+                "huge_mb": huge_kb / 1024,
+            }
+        ),
+        flush=True,
+    )
 
 
 def pair(method: str, epochs: int, mode: str) -> dict:
@@ -59,8 +74,16 @@ def pair(method: str, epochs: int, mode: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", HUGE_PAGES_ENV)}
     if MODES[mode]:
         env["GLIBC_TUNABLES"] = MODES[mode]
-    procs = [subprocess.Popen([sys.executable, __file__, "--child", method, str(epochs)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--child", method, str(epochs)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     res = []
     for p in procs:
         stdout, stderr = p.communicate()
@@ -69,8 +92,11 @@ def pair(method: str, epochs: int, mode: str) -> dict:
         res.append(json.loads(stdout.strip().splitlines()[-1]))
     if res[0]["test"] != res[1]["test"]:
         raise SystemExit(f"{method} ({mode}): two runs of one seed disagree: {res}")
-    return {"seconds_per_epoch": statistics.mean(r["seconds_per_epoch"] for r in res), "test": res[0]["test"],
-            "huge_mb": statistics.mean(r["huge_mb"] for r in res)}
+    return {
+        "seconds_per_epoch": statistics.mean(r["seconds_per_epoch"] for r in res),
+        "test": res[0]["test"],
+        "huge_mb": statistics.mean(r["huge_mb"] for r in res),
+    }
 
 
 def main() -> None:
@@ -97,31 +123,61 @@ def main() -> None:
     rows = []
     for method, rs in runs.items():
         for mode in MODES:
-            for metric, key in [("seconds per epoch (median of rounds)", "seconds_per_epoch"),
-                                ("test accuracy (%)", "test"), ("huge pages held at the end (MB)", "huge_mb")]:
-                rows.append(dict(method=method, pages=mode, metric=metric, paper=None,
-                                 ours=statistics.median(r[mode][key] for r in rs)))
+            for metric, key in [
+                ("seconds per epoch (median of rounds)", "seconds_per_epoch"),
+                ("test accuracy (%)", "test"),
+                ("huge pages held at the end (MB)", "huge_mb"),
+            ]:
+                rows.append(
+                    dict(
+                        method=method,
+                        pages=mode,
+                        metric=metric,
+                        paper=None,
+                        ours=statistics.median(r[mode][key] for r in rs),
+                    )
+                )
         ratios = [r["4 KB pages"]["seconds_per_epoch"] / r["2 MB huge pages"]["seconds_per_epoch"] for r in rs]
-        rows.append(dict(method=method, pages="ratio", metric="speed-up per epoch, 4 KB / 2 MB (median of rounds)",
-                         paper=None, ours=statistics.median(ratios)))
-        rows.append(dict(method=method, pages="ratio", metric="speed-up per epoch, lowest round", paper=None,
-                         ours=min(ratios)))
+        rows.append(
+            dict(
+                method=method,
+                pages="ratio",
+                metric="speed-up per epoch, 4 KB / 2 MB (median of rounds)",
+                paper=None,
+                ours=statistics.median(ratios),
+            )
+        )
+        rows.append(
+            dict(method=method, pages="ratio", metric="speed-up per epoch, lowest round", paper=None, ours=min(ratios))
+        )
         if len({r[m]["test"] for r in rs for m in MODES}) != 1:
             raise SystemExit(f"{method}: test accuracy differs between page sizes or rounds: {rs}")
     df = pd.DataFrame(rows)
     graph = load_noun_graph(exp.PRESETS["full"]["wordnet"])
-    notes = (f"Notebook 01's paper setting (our split), full preset, seed 0, the notebook's dev choices; each row "
-             f"{a.epochs} epochs (word2gauss {a.epochs * EPOCH_SCALE['word2gauss']}), {a.rounds} rounds, each page "
-             f"size in two one-thread processes started together (the mean of the two), then the other size. "
-             f"Huge pages come from glibc's malloc advice "
-             f"(GLIBC_TUNABLES={HUGE_PAGES_TUNABLE}, glibc >= 2.35) with the kernel's transparent huge pages in "
-             f"'madvise' mode ({Path('/sys/kernel/mm/transparent_hugepage/enabled').read_text().strip()!r} here).")
-    meta = {"preset": "full", "seed": 0, "setting": "paper", "device": device_description("cpu"), "git_commit": commit,
-            "rounds": a.rounds, "epochs": a.epochs, "per_round": runs,
-            "data_source": f"WordNet {graph.version} ({graph.source})", "data_fingerprint": graph.fingerprint,
-            "wall_time_s": time.perf_counter() - t0}
-    out = write_table("bench_huge_pages", df, meta, title="Table 1's rows on 4 KB pages and on 2 MB huge pages",
-                      notes=notes)
+    notes = (
+        f"Notebook 01's paper setting (our split), full preset, seed 0, the notebook's dev choices; each row "
+        f"{a.epochs} epochs (word2gauss {a.epochs * EPOCH_SCALE['word2gauss']}), {a.rounds} rounds, each page "
+        f"size in two one-thread processes started together (the mean of the two), then the other size. "
+        f"Huge pages come from glibc's malloc advice "
+        f"(GLIBC_TUNABLES={HUGE_PAGES_TUNABLE}, glibc >= 2.35) with the kernel's transparent huge pages in "
+        f"'madvise' mode ({Path('/sys/kernel/mm/transparent_hugepage/enabled').read_text().strip()!r} here)."
+    )
+    meta = {
+        "preset": "full",
+        "seed": 0,
+        "setting": "paper",
+        "device": device_description("cpu"),
+        "git_commit": commit,
+        "rounds": a.rounds,
+        "epochs": a.epochs,
+        "per_round": runs,
+        "data_source": f"WordNet {graph.version} ({graph.source})",
+        "data_fingerprint": graph.fingerprint,
+        "wall_time_s": time.perf_counter() - t0,
+    }
+    out = write_table(
+        "bench_huge_pages", df, meta, title="Table 1's rows on 4 KB pages and on 2 MB huge pages", notes=notes
+    )
     print(df.to_string(index=False))
     print("wrote", out["csv"])
 

@@ -6,6 +6,7 @@ reports/tables/oe_optimizer_choice.{csv,md,meta.json}.
 
     .venv/bin/python benchmarks/hypernymy_optimizer.py [--epochs 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,14 +41,26 @@ def main() -> None:
             rows.append(dict(method=method, metric=f"dev accuracy after {e} epochs (%)", ours=h["dev_accuracy"]))
             rows.append(dict(method=method, metric=f"test accuracy after {e} epochs (%)", ours=h["test_accuracy"]))
     df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
-    meta = {"preset": "full", "seed": cfg["seeds"][0], "device": device_description("cpu"),
-            "data_source": f"WordNet {graph.version} ({graph.source})",
-            "data_fingerprint": graph.fingerprint, "wall_time_s": time.perf_counter() - t0, "git_commit": commit,
-            "training": training_provenance(models, commit),
-            "epochs": args.epochs, "model": "order-embeddings, paper protocol, lr 0.01, batch 500+500"}
-    write_table("oe_optimizer_choice", df, meta, title="Optimizer choice for Table 1: lazy vs dense Adam",
-                notes="Same init, batches and negatives for each optimizer. "
-                      + " ".join(f"{k}: {v}." for k, v in OPTIMIZERS.items()))
+    meta = {
+        "preset": "full",
+        "seed": cfg["seeds"][0],
+        "device": device_description("cpu"),
+        "data_source": f"WordNet {graph.version} ({graph.source})",
+        "data_fingerprint": graph.fingerprint,
+        "wall_time_s": time.perf_counter() - t0,
+        "git_commit": commit,
+        "training": training_provenance(models, commit),
+        "epochs": args.epochs,
+        "model": "order-embeddings, paper protocol, lr 0.01, batch 500+500",
+    }
+    write_table(
+        "oe_optimizer_choice",
+        df,
+        meta,
+        title="Optimizer choice for Table 1: lazy vs dense Adam",
+        notes="Same init, batches and negatives for each optimizer. "
+        + " ".join(f"{k}: {v}." for k, v in OPTIMIZERS.items()),
+    )
     print(df.to_string(index=False))
 
 

@@ -13,6 +13,7 @@ Writes reports/tables/bench_lanes.*.
 
     .venv/bin/python benchmarks/lanes.py [--rounds 3] [--seconds 15]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,10 +55,11 @@ def make_step(name: str):
             with precision.matmul_precision(mode, "cpu"):
                 opt.zero_grad()
                 loss(state["b"] % 8).backward()
-                for group in ([[p] for p in model.parameters()] if per_tensor else [list(model.parameters())]):
+                for group in [[p] for p in model.parameters()] if per_tensor else [list(model.parameters())]:
                     torch.nn.utils.clip_grad_norm_(group, cfg.clip)
                 opt.step()
             state["b"] += 1
+
         return step
     from orderlib.encoders.cnn import ItemCNN
 
@@ -70,6 +72,7 @@ def make_step(name: str):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
+
     return step
 
 
@@ -90,8 +93,16 @@ def worker(name: str, seconds: float) -> None:
 def rates(name: str, threads: int, copies: int, seconds: float) -> list[float]:
     """Steps per second of each of `copies` worker processes on `threads` threads, run side by side."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", name, "--seconds", str(seconds)], env=env,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(copies)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", name, "--seconds", str(seconds)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(copies)
+    ]
     if not all([p.stdout.readline().strip() == "ready" for p in procs]):  # all set up and warm before any measures
         for p in procs:
             p.kill()
@@ -119,8 +130,11 @@ def main() -> None:
 
     t_start, cores = time.perf_counter(), torch.get_num_threads()
     half = max(1, cores // 2)
-    configs = {f"one process, {cores} threads": (cores, 1), f"one process, {half} thread(s)": (half, 1),
-               f"two processes side by side, {half} thread(s) each": (half, 2)}
+    configs = {
+        f"one process, {cores} threads": (cores, 1),
+        f"one process, {half} thread(s)": (half, 1),
+        f"two processes side by side, {half} thread(s) each": (half, 2),
+    }
     got = {(w, c): [] for w in WORKLOADS for c in configs}
     for _ in range(a.rounds):
         for w in WORKLOADS:
@@ -130,21 +144,41 @@ def main() -> None:
     alone, pair = list(configs)[0], list(configs)[2]
     for w, desc in WORKLOADS.items():
         for c in configs:
-            rows.append(dict(method=f"{desc}: {c}", metric="training steps per second (summed over processes)",
-                             ours=round(float(np.median(got[(w, c)])), 3)))
+            rows.append(
+                dict(
+                    method=f"{desc}: {c}",
+                    metric="training steps per second (summed over processes)",
+                    ours=round(float(np.median(got[(w, c)])), 3),
+                )
+            )
         ratio = np.array(got[(w, pair)]) / np.array(got[(w, alone)])
-        rows.append(dict(method=f"{desc}: {pair}", metric=f"throughput over one process on {cores} threads",
-                         ours=round(float(np.median(ratio)), 2)))
+        rows.append(
+            dict(
+                method=f"{desc}: {pair}",
+                metric=f"throughput over one process on {cores} threads",
+                ours=round(float(np.median(ratio)), 2),
+            )
+        )
     df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
-    meta = {"preset": "full", "seed": 0, "device": device_description("cpu"), "threads": cores,
-            "data_source": "SNLI 1.0 and Fashion-MNIST Scenes (gru_step's tasks); random canvases for the CNN",
-            "data_fingerprint": None, "wall_time_s": time.perf_counter() - t_start, "rounds": a.rounds,
-            "seconds_per_worker": a.seconds, "rates": {f"{w} | {c}": v for (w, c), v in got.items()},
-            "matmul": "auto"}
-    notes = (f"Each cell: median over {a.rounds} alternating rounds of the steps per second of worker processes "
-             f"measured for {a.seconds:g} s each after two warm-up steps, side by side over the same seconds (two processes: summed). Matrix products "
-             "as the notebooks' MATMUL='auto' (bf16 where the CPU has bf16 units). The ratio is what "
-             "`make reproduce --lanes` gains on notebooks made of these steps.")
+    meta = {
+        "preset": "full",
+        "seed": 0,
+        "device": device_description("cpu"),
+        "threads": cores,
+        "data_source": "SNLI 1.0 and Fashion-MNIST Scenes (gru_step's tasks); random canvases for the CNN",
+        "data_fingerprint": None,
+        "wall_time_s": time.perf_counter() - t_start,
+        "rounds": a.rounds,
+        "seconds_per_worker": a.seconds,
+        "rates": {f"{w} | {c}": v for (w, c), v in got.items()},
+        "matmul": "auto",
+    }
+    notes = (
+        f"Each cell: median over {a.rounds} alternating rounds of the steps per second of worker processes "
+        f"measured for {a.seconds:g} s each after two warm-up steps, side by side over the same seconds (two processes: summed). Matrix products "
+        "as the notebooks' MATMUL='auto' (bf16 where the CPU has bf16 units). The ratio is what "
+        "`make reproduce --lanes` gains on notebooks made of these steps."
+    )
     write_table("bench_lanes", df, meta, title="Notebooks side by side: training steps per second", notes=notes)
     print(df.to_string(index=False))
 

@@ -14,6 +14,7 @@ Writes reports/tables/bench_penalty.{csv,md,meta.json}.
     make bench-penalty        # or: .venv/bin/python benchmarks/penalty.py [--quick]
     .venv/bin/python benchmarks/penalty.py --only rates   # the rate rows alone, GEMM included; no report
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,15 +73,34 @@ def eval_child(n_images: int, d: int, backend: str, folds: int, seed: int) -> No
     order_violation_matrix(images[:2], captions[:2], backend=backend)  # build/load the kernel
     base = peak_rss_gib()
     t = time.perf_counter()
-    res = evaluate_retrieval(images, captions, lambda a, b: order_violation_matrix(a, b, backend=backend),
-                             folds=folds)
-    print(json.dumps({"seconds": time.perf_counter() - t, "peak_rss_gib": peak_rss_gib(),
-                      "rss_before_eval_gib": base, "rsum": res["rsum"]}))
+    res = evaluate_retrieval(images, captions, lambda a, b: order_violation_matrix(a, b, backend=backend), folds=folds)
+    print(
+        json.dumps(
+            {
+                "seconds": time.perf_counter() - t,
+                "peak_rss_gib": peak_rss_gib(),
+                "rss_before_eval_gib": base,
+                "rsum": res["rsum"],
+            }
+        )
+    )
 
 
 def run_eval(n_images: int, d: int, backend: str, folds: int, seed: int) -> dict:
-    cmd = [sys.executable, __file__, "--eval-child", str(n_images), "--dim", str(d), "--backend", backend,
-           "--folds", str(folds), "--seed", str(seed)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--eval-child",
+        str(n_images),
+        "--dim",
+        str(d),
+        "--backend",
+        backend,
+        "--folds",
+        str(folds),
+        "--seed",
+        str(seed),
+    ]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -112,10 +132,9 @@ def rate_rows(n: int, m: int, d: int, seed: int, skip_compile: bool) -> tuple[li
     if not skip_compile:
         try:
             t = time.perf_counter()
-            step = torch.compile(lambda a, b: torch.clamp(b[None] - a[:, None], min=0).pow(2).sum(-1),
-                                 dynamic=False)
+            step = torch.compile(lambda a, b: torch.clamp(b[None] - a[:, None], min=0).pow(2).sum(-1), dynamic=False)
             rows = 4 * sub
-            chunked = lambda: [step(x[i:i + sub], y) for i in range(0, rows, sub)]  # noqa: E731
+            chunked = lambda: [step(x[i : i + sub], y) for i in range(0, rows, sub)]  # noqa: E731
             chunked()
             notes["compile_seconds"] = time.perf_counter() - t
             rates["compiled"] = rows * m * d / best_seconds(chunked, 2)
@@ -126,16 +145,20 @@ def rate_rows(n: int, m: int, d: int, seed: int, skip_compile: bool) -> tuple[li
         xg, yg = x.clone().requires_grad_(), y.clone().requires_grad_()
         e = order_violation_matrix(xg, yg, backend="fused")
         rates["fused backward"] = pairs / best_seconds(
-            lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True), 2)
+            lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True), 2
+        )
         xr, yr = x[:sub].clone().requires_grad_(), y.clone().requires_grad_()
         er = order_violation_matrix_reference(xr, yr)
-        rates["naive backward"] = sub * m * d / best_seconds(
-            lambda: torch.autograd.grad(er, (xr, yr), g[:sub], retain_graph=True), 1)
+        rates["naive backward"] = (
+            sub * m * d / best_seconds(lambda: torch.autograd.grad(er, (xr, yr), g[:sub], retain_graph=True), 1)
+        )
     rows = []
     for method, r in rates.items():
         base = "naive backward" if method.endswith("backward") else "naive"
-        rows += [dict(method=method, metric="element-pairs/s (G)", ours=r / 1e9),
-                 dict(method=method, metric="fraction of GEMM", ours=r / rates["gemm"])]
+        rows += [
+            dict(method=method, metric="element-pairs/s (G)", ours=r / 1e9),
+            dict(method=method, metric="fraction of GEMM", ours=r / rates["gemm"]),
+        ]
         if method != base and method != "gemm":
             rows.append(dict(method=method, metric="speedup vs naive", ours=r / rates[base]))
     return rows, notes
@@ -162,24 +185,30 @@ def cuda_rows(n: int, m: int, d: int, seed: int, n_eval: int = 5000) -> tuple[li
     xr, yr = x.clone().requires_grad_(), y.clone().requires_grad_()
     er = order_violation_matrix_reference(xr, yr)
     rates["naive backward (cuda)"] = pairs / best_seconds(
-        lambda: torch.autograd.grad(er, (xr, yr), g, retain_graph=True), 3, True)
+        lambda: torch.autograd.grad(er, (xr, yr), g, retain_graph=True), 3, True
+    )
     try:
         rates["fused (cuda)"] = pairs / best_seconds(lambda: order_violation_matrix(x, y, backend="fused"), 5, True)
         xg, yg = x.clone().requires_grad_(), y.clone().requires_grad_()
         e = order_violation_matrix(xg, yg, backend="fused")
         rates["fused backward (cuda)"] = pairs / best_seconds(
-            lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True), 5, True)  # replayed from a CUDA graph
+            lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True), 5, True
+        )  # replayed from a CUDA graph
         with kernels_triton.cuda_graphs(False):  # the same backward launch by launch: what the replay saves
             rates["fused backward, eager (cuda)"] = pairs / best_seconds(
-                lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True), 5, True)
+                lambda: torch.autograd.grad(e, (xg, yg), g, retain_graph=True), 5, True
+            )
         batch_rows = training_batch_rows(d, seed)
     except Exception as exc:  # report, do not hide: the rows are missing and the note says why
         notes["cuda_failure"] = f"{type(exc).__name__}: {exc}"
         print(f"fused CUDA path failed: {notes['cuda_failure']}", file=sys.stderr)
         batch_rows = []
     base = rates["gemm (cuda, fp32)"]
-    out = [dict(method=k, metric=metric, ours=val) for k, r in rates.items()
-           for metric, val in (("element-pairs/s (G)", r / 1e9), ("fraction of fp32 GEMM", r / base))]
+    out = [
+        dict(method=k, metric=metric, ours=val)
+        for k, r in rates.items()
+        for metric, val in (("element-pairs/s (G)", r / 1e9), ("fraction of fp32 GEMM", r / base))
+    ]
     for k in ("fused (cuda)", "fused backward (cuda)", "fused backward, eager (cuda)"):
         if k in rates:
             naive = rates["naive backward (cuda)" if "backward" in k else "naive (cuda)"]
@@ -214,17 +243,29 @@ def cuda_eval_rows(n_images: int, d: int, seed: int) -> list[dict]:
         evaluate_retrieval(images[:50], captions[:250], lambda a, b: order_violation_matrix(a, b, backend=backend))
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        rows.append(dict(method=method, metric="GPU memory before eval, same process (GiB)",
-                         ours=torch.cuda.memory_allocated() / 2**30))
+        rows.append(
+            dict(
+                method=method,
+                metric="GPU memory before eval, same process (GiB)",
+                ours=torch.cuda.memory_allocated() / 2**30,
+            )
+        )
         t = time.perf_counter()
         res = evaluate_retrieval(images, captions, lambda a, b: order_violation_matrix(a, b, backend=backend))
         torch.cuda.synchronize()
-        rows += [dict(method=method, metric=f"{size} retrieval eval wall time (s)", ours=time.perf_counter() - t),
-                 dict(method=method, metric=f"peak GPU memory {size} eval (GiB)",
-                      ours=torch.cuda.max_memory_allocated() / 2**30)]
+        rows += [
+            dict(method=method, metric=f"{size} retrieval eval wall time (s)", ours=time.perf_counter() - t),
+            dict(
+                method=method,
+                metric=f"peak GPU memory {size} eval (GiB)",
+                ours=torch.cuda.max_memory_allocated() / 2**30,
+            ),
+        ]
         rsum[backend] = res["rsum"]
     if abs(rsum["fused"] - rsum["reference"]) > 1e-6:
-        raise RuntimeError(f"fused and naive retrieval disagree on the GPU: rsum {rsum['fused']} vs {rsum['reference']}")
+        raise RuntimeError(
+            f"fused and naive retrieval disagree on the GPU: rsum {rsum['fused']} vs {rsum['reference']}"
+        )
     return rows
 
 
@@ -235,11 +276,20 @@ def merge_cuda_rows(rows: list[dict], notes: dict, t0: float, shape: list[int]) 
 
     old, meta = committed_table()
     cpu = old[~is_cuda(old)]
-    df = pd.concat([cpu, pd.DataFrame(rows).assign(paper=None)], ignore_index=True)[["method", "metric", "paper", "ours"]]
+    df = pd.concat([cpu, pd.DataFrame(rows).assign(paper=None)], ignore_index=True)[
+        ["method", "metric", "paper", "ours"]
+    ]
     meta = {k: v for k, v in meta.items() if k not in ("id", "created", "cuda_device", "triton")}
-    meta["cuda_run"] = {"device": device_description("cuda"), "git_commit": git_commit(), "torch": torch.__version__,
-                        "triton": kernels_triton.status(), "shape": shape,
-                        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_time_s": time.perf_counter() - t0, **notes}
+    meta["cuda_run"] = {
+        "device": device_description("cuda"),
+        "git_commit": git_commit(),
+        "torch": torch.__version__,
+        "triton": kernels_triton.status(),
+        "shape": shape,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "wall_time_s": time.perf_counter() - t0,
+        **notes,
+    }
     notes_md = describe(meta["shape"][0], meta["kernel"], meta["threads"]) + cuda_note(meta["cuda_run"])
     write_table("bench_penalty", df, meta, title="All-pairs order violation: fused vs naive vs GEMM", notes=notes_md)
     print(df.to_string(index=False))
@@ -247,12 +297,14 @@ def merge_cuda_rows(rows: list[dict], notes: dict, t0: float, shape: list[int]) 
 
 def cuda_note(run: dict) -> str:
     """The Markdown note on CUDA rows measured by another run than the CPU rows."""
-    return (f" CUDA rows: timed on {run['device']} at commit {run['git_commit'][:7]} ({run['triton']}), fractions of "
-            "that GPU's fp32 GEMM in the same run; the CPU rows keep their own run's provenance (this meta's top level). "
-            "The Triton backward spends a max and an FMA per element-pair in each of its two passes (four per "
-            "counted element-pair) and closes each gradient as it stores; each rate is the fastest of a few synchronised "
-            "calls, launch overhead included. The backward replays a CUDA graph per shape (after two eager calls); "
-            "'fused backward, eager' is the same kernels launched one by one (ORDERLIB_CUDA_GRAPH=0), in the same run.")
+    return (
+        f" CUDA rows: timed on {run['device']} at commit {run['git_commit'][:7]} ({run['triton']}), fractions of "
+        "that GPU's fp32 GEMM in the same run; the CPU rows keep their own run's provenance (this meta's top level). "
+        "The Triton backward spends a max and an FMA per element-pair in each of its two passes (four per "
+        "counted element-pair) and closes each gradient as it stores; each rate is the fastest of a few synchronised "
+        "calls, launch overhead included. The backward replays a CUDA graph per shape (after two eager calls); "
+        "'fused backward, eager' is the same kernels launched one by one (ORDERLIB_CUDA_GRAPH=0), in the same run."
+    )
 
 
 def committed_table() -> tuple[pd.DataFrame, dict]:
@@ -280,13 +332,15 @@ def earlier_cuda_rows() -> tuple[pd.DataFrame | None, dict | None]:
 
 def describe(n: int, kernel: str, threads: int) -> str:
     """The Markdown notes under the table."""
-    return ("One element-pair = one (i, j, d) term. GEMM spends one FMA per element-pair; the fused kernel "
-            "spends a subtract, a max and an FMA, so its ceiling is 1/3 to 1/2 of the GEMM rate, depending "
-            "on how many of the three a core issues together. 'compiled' is torch.compile (inductor) of the "
-            f"naive broadcast, one {max(1, n // 16)}-row chunk at a time (compile time in the meta). Backward rates "
-            "count N·M·D per call that returns both gradients. Peak memory is the whole process's peak "
-            "RSS (torch included), measured in a fresh process per evaluation. "
-            f"Kernel: {kernel}. Threads: {threads}.")
+    return (
+        "One element-pair = one (i, j, d) term. GEMM spends one FMA per element-pair; the fused kernel "
+        "spends a subtract, a max and an FMA, so its ceiling is 1/3 to 1/2 of the GEMM rate, depending "
+        "on how many of the three a core issues together. 'compiled' is torch.compile (inductor) of the "
+        f"naive broadcast, one {max(1, n // 16)}-row chunk at a time (compile time in the meta). Backward rates "
+        "count N·M·D per call that returns both gradients. Peak memory is the whole process's peak "
+        "RSS (torch included), measured in a fresh process per evaluation. "
+        f"Kernel: {kernel}. Threads: {threads}."
+    )
 
 
 def main() -> None:
@@ -294,12 +348,18 @@ def main() -> None:
     ap.add_argument("--shape", type=int, nargs=3, default=(1000, 5000, 1024), metavar=("N", "M", "D"))
     ap.add_argument("--quick", action="store_true", help="small shapes, no compile, no training: a smoke run")
     ap.add_argument("--skip-compile", action="store_true")
-    ap.add_argument("--only", choices=("rates",),
-                    help="measure the element-pair rates only (GEMM, naive, compiled, fused, backward: every "
-                         "fraction of GEMM from this run) and print them; writes no report")
-    ap.add_argument("--cuda-only", action="store_true",
-                    help="on a GPU machine: measure the CUDA rows alone and put them into the existing "
-                         "bench_penalty, whose CPU rows (and their provenance) stay")
+    ap.add_argument(
+        "--only",
+        choices=("rates",),
+        help="measure the element-pair rates only (GEMM, naive, compiled, fused, backward: every "
+        "fraction of GEMM from this run) and print them; writes no report",
+    )
+    ap.add_argument(
+        "--cuda-only",
+        action="store_true",
+        help="on a GPU machine: measure the CUDA rows alone and put them into the existing "
+        "bench_penalty, whose CPU rows (and their provenance) stay",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-child", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--dim", type=int, default=1024, help=argparse.SUPPRESS)
@@ -320,35 +380,65 @@ def main() -> None:
     rows, notes = rate_rows(n, m, d, args.seed, args.skip_compile or args.quick)
     if args.only == "rates":
         print(pd.DataFrame(rows)[["method", "metric", "ours"]].to_string(index=False))
-        print(json.dumps({"shape": [n, m, d], "threads": torch.get_num_threads(), "kernel": kernels.kernel_status(),
-                          "wall_time_s": time.perf_counter() - t0, **notes}))
+        print(
+            json.dumps(
+                {
+                    "shape": [n, m, d],
+                    "threads": torch.get_num_threads(),
+                    "kernel": kernels.kernel_status(),
+                    "wall_time_s": time.perf_counter() - t0,
+                    **notes,
+                }
+            )
+        )
         return
     evals = {"fused": run_eval(n_eval, d, "auto", 1, args.seed)}
     fold = {b: run_eval(n_eval, d, b, 5, args.seed) for b in ("auto", "reference")}
     size = f"{n_eval // 1000}k" if n_eval % 1000 == 0 else str(n_eval)
-    rows += [dict(method="fused", metric=f"{size} retrieval eval wall time (s)", ours=evals["fused"]["seconds"]),
-             dict(method="fused", metric=f"peak memory {size} eval (GiB)",
-                  ours=evals["fused"]["peak_rss_gib"]),
-             dict(method="fused", metric="memory before eval, same process (GiB)",
-                  ours=evals["fused"]["rss_before_eval_gib"])]
+    rows += [
+        dict(method="fused", metric=f"{size} retrieval eval wall time (s)", ours=evals["fused"]["seconds"]),
+        dict(method="fused", metric=f"peak memory {size} eval (GiB)", ours=evals["fused"]["peak_rss_gib"]),
+        dict(
+            method="fused", metric="memory before eval, same process (GiB)", ours=evals["fused"]["rss_before_eval_gib"]
+        ),
+    ]
     for backend, method in (("auto", "fused"), ("reference", "naive")):
-        rows += [dict(method=method, metric="5 x 1k-fold retrieval eval wall time (s)", ours=fold[backend]["seconds"]),
-                 dict(method=method, metric="peak memory 5 x 1k-fold eval (GiB)", ours=fold[backend]["peak_rss_gib"])]
-    rows.append(dict(method="fused", metric="1k-fold eval speedup vs naive",
-                     ours=fold["reference"]["seconds"] / fold["auto"]["seconds"]))
+        rows += [
+            dict(method=method, metric="5 x 1k-fold retrieval eval wall time (s)", ours=fold[backend]["seconds"]),
+            dict(method=method, metric="peak memory 5 x 1k-fold eval (GiB)", ours=fold[backend]["peak_rss_gib"]),
+        ]
+    rows.append(
+        dict(
+            method="fused",
+            metric="1k-fold eval speedup vs naive",
+            ours=fold["reference"]["seconds"] / fold["auto"]["seconds"],
+        )
+    )
     if abs(fold["auto"]["rsum"] - fold["reference"]["rsum"]) > 1e-6:
-        raise RuntimeError(f"fused and naive retrieval disagree: rsum {fold['auto']['rsum']} vs {fold['reference']['rsum']}")
+        raise RuntimeError(
+            f"fused and naive retrieval disagree: rsum {fold['auto']['rsum']} vs {fold['reference']['rsum']}"
+        )
     if not args.quick:
-        rows.append(dict(method="lazy_adam training", metric="hypernymy epoch wall time (s)",
-                         ours=hypernymy_epoch_seconds()))
+        rows.append(
+            dict(method="lazy_adam training", metric="hypernymy epoch wall time (s)", ours=hypernymy_epoch_seconds())
+        )
     df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
-    meta = {"preset": "quick" if args.quick else "full", "seed": args.seed, "device": device_description("cpu"),
-            "data_source": "random non-negative embeddings (|randn|), generated from the seed",
-            "data_fingerprint": f"randn seed {args.seed}: x ({n}, {d}), y ({m}, {d}); eval {n_eval} x {5 * n_eval}",
-            "wall_time_s": time.perf_counter() - t0, "shape": [n, m, d],
-            "cpu": device_description("cpu").split(":", 1)[1].rsplit(" (", 1)[0], "machine": platform.machine(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "kernel": kernels.kernel_status(), **notes}
+    meta = {
+        "preset": "quick" if args.quick else "full",
+        "seed": args.seed,
+        "device": device_description("cpu"),
+        "data_source": "random non-negative embeddings (|randn|), generated from the seed",
+        "data_fingerprint": f"randn seed {args.seed}: x ({n}, {d}), y ({m}, {d}); eval {n_eval} x {5 * n_eval}",
+        "wall_time_s": time.perf_counter() - t0,
+        "shape": [n, m, d],
+        "cpu": device_description("cpu").split(":", 1)[1].rsplit(" (", 1)[0],
+        "machine": platform.machine(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "kernel": kernels.kernel_status(),
+        **notes,
+    }
     if torch.cuda.is_available() and not args.quick:
         more, cuda_notes = cuda_rows(n, m, d, args.seed, n_eval)
         rows += more
@@ -366,8 +456,7 @@ def main() -> None:
     if args.quick:
         print(df.to_string(index=False))
         return
-    write_table("bench_penalty", df, meta, title="All-pairs order violation: fused vs naive vs GEMM",
-                notes=notes_md)
+    write_table("bench_penalty", df, meta, title="All-pairs order violation: fused vs naive vs GEMM", notes=notes_md)
     print(df.to_string(index=False))
 
 

@@ -9,6 +9,7 @@ Prints what it measured; nothing is written to reports/.
 
     .venv/bin/python benchmarks/profile_entailment.py [--dataset snli] [--model order-embeddings]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,7 +30,7 @@ def phase_times(model, opt, data, cfg, device, batches: int) -> dict[str, float]
     t = dict.fromkeys(["batch", "forward", "loss", "backward", "clip", "step"], 0.0)
     model.train()
     for b in range(batches):
-        idx = order[b * cfg.batch:(b + 1) * cfg.batch]
+        idx = order[b * cfg.batch : (b + 1) * cfg.batch]
         t0 = time.perf_counter()
         args = data.train.batch(idx, device)
         t1 = time.perf_counter()
@@ -65,7 +66,7 @@ def compare_gru(model, data, cfg, rounds: int, batches: int = 3) -> dict[str, li
                 sentence.gru_last_hidden = f  # what the encoder calls on CPU
                 t0 = time.perf_counter()
                 for b in range(batches):
-                    idx = order[b * cfg.batch:(b + 1) * cfg.batch]
+                    idx = order[b * cfg.batch : (b + 1) * cfg.batch]
                     e = model(*data.train.batch(idx, "cpu"))
                     entailment_loss(model, e, data.train.positive[idx], cfg.margin).backward()
                 out[name].append((time.perf_counter() - t0) / batches)
@@ -91,9 +92,11 @@ def main() -> None:
     model = _build(cfg, len(data.vocab), device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     n_batches = -(-len(data.train) // cfg.batch)
-    print(f"{a.dataset} {a.model}: {len(data.train)} training pairs = {n_batches} batches of {cfg.batch}; "
-          f"held-out {len(data.holdout)}, test {len(data.test)}; vocabulary {len(data.vocab)}; "
-          f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters; {a.threads} threads")
+    print(
+        f"{a.dataset} {a.model}: {len(data.train)} training pairs = {n_batches} batches of {cfg.batch}; "
+        f"held-out {len(data.holdout)}, test {len(data.test)}; vocabulary {len(data.vocab)}; "
+        f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters; {a.threads} threads"
+    )
     phase_times(model, opt, data, cfg, device, 1)  # warm-up
     t = phase_times(model, opt, data, cfg, device, a.batches)
     per_batch = sum(t.values()) / a.batches
@@ -104,23 +107,29 @@ def main() -> None:
     held_out(model, data, device)
     ev = time.perf_counter() - t0
     epoch = per_batch * n_batches + ev
-    print(f"\nper training batch {per_batch:.3f} s; one epoch ~ {per_batch * n_batches:.0f} s training "
-          f"+ {ev:.0f} s evaluation = {epoch:.0f} s")
+    print(
+        f"\nper training batch {per_batch:.3f} s; one epoch ~ {per_batch * n_batches:.0f} s training "
+        f"+ {ev:.0f} s evaluation = {epoch:.0f} s"
+    )
     for k, v in t.items():
         print(f"  {k:9s} {v / a.batches:7.3f} s/batch  {100 * v / a.batches * n_batches / epoch:5.1f}% of an epoch")
     print(f"  {'held-out':9s} {ev:7.3f} s/epoch  {100 * ev / epoch:5.1f}% of an epoch")
     before = per_batch * n_batches + ev_both
-    print(f"  (held-out + test, scored every epoch before: {ev_both:.3f} s/epoch, {100 * ev_both / before:.1f}% of "
-          f"that epoch; an epoch is now {before / epoch:.2f}x faster)")
+    print(
+        f"  (held-out + test, scored every epoch before: {ev_both:.3f} s/epoch, {100 * ev_both / before:.1f}% of "
+        f"that epoch; an epoch is now {before / epoch:.2f}x faster)"
+    )
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         phase_times(model, opt, data, cfg, device, 3)
     print("\nself CPU time over 3 batches, top operators:")
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=40))
     c = compare_gru(model, data, cfg, a.rounds)
     ratio = np.array(c["packed nn.GRU"]) / np.array(c["gru loop"])
-    print(f"forward + backward per batch, median of {a.rounds} alternating rounds: gru loop "
-          f"{np.median(c['gru loop']):.3f} s, packed nn.GRU {np.median(c['packed nn.GRU']):.3f} s, "
-          f"speed-up {np.median(ratio):.2f}x (range {ratio.min():.2f}-{ratio.max():.2f})")
+    print(
+        f"forward + backward per batch, median of {a.rounds} alternating rounds: gru loop "
+        f"{np.median(c['gru loop']):.3f} s, packed nn.GRU {np.median(c['packed nn.GRU']):.3f} s, "
+        f"speed-up {np.median(ratio):.2f}x (range {ratio.min():.2f}-{ratio.max():.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Writes reports/tables/sherlock_seed_spread.*; checkpoints under runs/sherlock_se
 
     .venv/bin/python benchmarks/sherlock_seed_spread.py [--seeds 0 1 2] [--methods ...] [--preset full]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,31 +56,56 @@ def main() -> None:
         os.environ["ORDERLIB_FUSED"] = "0" if penalty == "reference" else "1"  # read at every call
         res = exp.train_sem_rows(cfg, data, cnn, work / penalty, rows=[method], seed=seed)[method]
         fit = res["fit"]
-        models[f"{method}, seed {seed}, {penalty}"] = model_record(fit.seconds, fit.trained_at, fit.resumed,
-                                                                   best_epoch=fit.best_epoch)
+        models[f"{method}, seed {seed}, {penalty}"] = model_record(
+            fit.seconds, fit.trained_at, fit.resumed, best_epoch=fit.best_epoch
+        )
         for metric, value in metrics(method, res["dist"], data.task).items():
-            rows.append(dict(method=method, seed=seed, penalty=penalty, metric=metric, paper=None, ours=value,
-                             best_epoch=fit.best_epoch))
+            rows.append(
+                dict(
+                    method=method,
+                    seed=seed,
+                    penalty=penalty,
+                    metric=metric,
+                    paper=None,
+                    ours=value,
+                    best_epoch=fit.best_epoch,
+                )
+            )
     os.environ.pop("ORDERLIB_FUSED")
     df = pd.DataFrame(rows)[["method", "seed", "penalty", "metric", "paper", "ours", "best_epoch"]]
     fused = df[df.penalty == "fused"].groupby(["method", "metric"], sort=False).ours
-    summary = pd.DataFrame({"mean": fused.mean(), "sd": fused.std(ddof=1), "min": fused.min(),
-                            "max": fused.max()}).reset_index()
-    summary = summary.melt(["method", "metric"], var_name="seed").rename(columns={"value": "ours"}).assign(
-        penalty="fused", paper=None, best_epoch=None)
+    summary = pd.DataFrame(
+        {"mean": fused.mean(), "sd": fused.std(ddof=1), "min": fused.min(), "max": fused.max()}
+    ).reset_index()
+    summary = (
+        summary.melt(["method", "metric"], var_name="seed")
+        .rename(columns={"value": "ours"})
+        .assign(penalty="fused", paper=None, best_epoch=None)
+    )
     out = pd.concat([df, summary[df.columns]], ignore_index=True)
-    notes = (f"Notebook 09's {args.preset}-preset Fashion-MNIST Facts (data seed {cfg['seed']}: the same facts, "
-             f"images and splits in every run); each row trained from initialisation / batch-order seed 'seed', epochs "
-             f"chosen on dev fact -> image mAP as in the notebook. 'penalty': the fused C++ order-violation kernel or "
-             f"the chunked PyTorch reference (ORDERLIB_FUSED=0), equal within float rounding. Rows 'mean', 'sd' "
-             f"(n-1), 'min', 'max' summarise the fused seeds. K@k (%) among all 810 facts or among the facts of the "
-             f"image's order; mAP (%) fact -> image. Not a paper table: it measures how far one seed's number moves.")
-    meta = {"preset": args.preset, "seed": cfg["seed"], "seeds": args.seeds, "device": device_description("cpu"),
-            "git_commit": commit, "data_source": exp.source(), "data_fingerprint": exp.data_fingerprint(data.task),
-            "config": cfg, "wall_time_s": time.perf_counter() - t0,
-            "training": training_provenance(models, commit)}
-    paths = write_table("sherlock_seed_spread", out, meta, title="Sherlock SEM rows over seeds (measurement)",
-                        notes=notes)
+    notes = (
+        f"Notebook 09's {args.preset}-preset Fashion-MNIST Facts (data seed {cfg['seed']}: the same facts, "
+        f"images and splits in every run); each row trained from initialisation / batch-order seed 'seed', epochs "
+        f"chosen on dev fact -> image mAP as in the notebook. 'penalty': the fused C++ order-violation kernel or "
+        f"the chunked PyTorch reference (ORDERLIB_FUSED=0), equal within float rounding. Rows 'mean', 'sd' "
+        f"(n-1), 'min', 'max' summarise the fused seeds. K@k (%) among all 810 facts or among the facts of the "
+        f"image's order; mAP (%) fact -> image. Not a paper table: it measures how far one seed's number moves."
+    )
+    meta = {
+        "preset": args.preset,
+        "seed": cfg["seed"],
+        "seeds": args.seeds,
+        "device": device_description("cpu"),
+        "git_commit": commit,
+        "data_source": exp.source(),
+        "data_fingerprint": exp.data_fingerprint(data.task),
+        "config": cfg,
+        "wall_time_s": time.perf_counter() - t0,
+        "training": training_provenance(models, commit),
+    }
+    paths = write_table(
+        "sherlock_seed_spread", out, meta, title="Sherlock SEM rows over seeds (measurement)", notes=notes
+    )
     print(out.pivot_table(index=["method", "penalty", "seed"], columns="metric", values="ours", sort=False).round(2))
     print("wrote", paths["csv"])
 

@@ -15,6 +15,7 @@ Markdown). A variant's run lives under runs/tolerance/<variant>/ and resumes fro
 
     .venv/bin/python benchmarks/tolerance.py [--notebooks notebooks/06_devise_table1.ipynb] [--preset full]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,9 +53,25 @@ def run_variant(name: str, notebook: Path, preset: str, folder: Path) -> float:
     folder.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     print(f"[{name}] {notebook.name} ({preset}) ...", flush=True)
-    subprocess.run([sys.executable, "-m", "papermill", "-p", "PRESET", preset, "-p", "MATMUL", matmul,
-                    str(notebook), str(folder / f"{notebook.stem}.executed.ipynb")],
-                   env=env, cwd=repo_root(), check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            "-p",
+            "PRESET",
+            preset,
+            "-p",
+            "MATMUL",
+            matmul,
+            str(notebook),
+            str(folder / f"{notebook.stem}.executed.ipynb"),
+        ],
+        env=env,
+        cwd=repo_root(),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     seconds = time.perf_counter() - t0
     done.write_text(json.dumps({"seconds": seconds}))
     return seconds
@@ -77,9 +94,19 @@ def compare(reference: dict[str, pd.DataFrame], other: dict[str, pd.DataFrame], 
             a, b = pd.to_numeric(r["ours"], errors="coerce"), pd.to_numeric(r["ours (variant)"], errors="coerce")
             if pd.isna(a):
                 continue
-            rows.append({"method": variant, "metric": f"{table}: {r['method']} {r['metric']}"
-                         + "".join(f" [{r[k]}]" for k in keys if k not in KEYS), "paper": None,
-                         "ours": abs(b - a), "table": table, "measure": r["metric"], "reference": a, "variant": b})
+            rows.append(
+                {
+                    "method": variant,
+                    "metric": f"{table}: {r['method']} {r['metric']}"
+                    + "".join(f" [{r[k]}]" for k in keys if k not in KEYS),
+                    "paper": None,
+                    "ours": abs(b - a),
+                    "table": table,
+                    "measure": r["metric"],
+                    "reference": a,
+                    "variant": b,
+                }
+            )
     return rows
 
 
@@ -100,40 +127,72 @@ def main() -> None:
             seconds[f"{name}: {nb.name}"] = round(run_variant(name, nb, args.preset, base / name.replace(" ", "_")), 1)
         ran.append(name)
     reference = tables_of(base / "reference")
-    rows = [row for name in ran if name != "reference"
-            for row in compare(reference, tables_of(base / name.replace(" ", "_")), f"{name} vs reference")]
+    rows = [
+        row
+        for name in ran
+        if name != "reference"
+        for row in compare(reference, tables_of(base / name.replace(" ", "_")), f"{name} vs reference")
+    ]
     df = pd.DataFrame(rows)
-    show = (df.groupby(["method", "table", "measure"], sort=False)  # one row per metric: % and fractions apart
-              .agg(numbers=("ours", "size"), changed=("ours", lambda d: int((d > 0).sum())),
-                   max_move=("ours", "max"))
-              .reset_index())
+    show = (
+        df.groupby(["method", "table", "measure"], sort=False)  # one row per metric: % and fractions apart
+        .agg(numbers=("ours", "size"), changed=("ours", lambda d: int((d > 0).sum())), max_move=("ours", "max"))
+        .reset_index()
+    )
     show.insert(3, "metric", "largest move against the reference")
     show.insert(4, "paper", None)
     show.insert(5, "ours", [f"{cite_round(float(v)):g}" for v in show.pop("max_move")])  # hp@k: 3 digits, not 2
-    trained_at = sorted({json.loads(p.read_text()).get("git_commit", "") for name in ran
-                         for p in (base / name.replace(" ", "_")).glob("**/tables/*.meta.json")})
+    trained_at = sorted(
+        {
+            json.loads(p.read_text()).get("git_commit", "")
+            for name in ran
+            for p in (base / name.replace(" ", "_")).glob("**/tables/*.meta.json")
+        }
+    )
     largest = df.sort_values("ours", ascending=False).groupby("method", sort=False).head(3)
-    notes = (f"Notebooks {', '.join(n.name for n in args.notebooks)} ({args.preset} preset, seed as in the preset) "
-             f"rerun from scratch in each variant on {device_description('cpu')} "
-             f"(models trained at {', '.join(c[:7] for c in trained_at)}); "
-             "'ours' is the largest absolute move of that metric over the table's rows against the reference run "
-             "(same machine, all cores, float32 products). 'SSE4 kernels' caps PyTorch's, oneDNN's and MKL's vector "
-             "kernels at SSE4, as a CPU of another kind would sum in other orders. "
-             + ("" if has_bf16 else "bf16 products: not run, this CPU keeps float32 products under oneDNN's bf16 "
-                                    "flag (orderlib.precision probe). ")
-             + "Largest single moves: " + "; ".join(f"{r.method}: {r.metric} {r.reference:g} -> {r.variant:g}"
-                                                    for r in largest.itertuples()) + ".")
-    meta = dict(preset=args.preset, seed=0, device=device_description("cpu"),
-                data_source="the notebooks' own data (see their reports)", data_fingerprint="",
-                wall_time_s=round(time.perf_counter() - t0, 1), git_commit=commit,
-                matmul="fp32 and bf16 (one variant each)" if "bf16 products" in ran else "fp32",
-                variants={n: {"environment": VARIANTS[n][0], "MATMUL": VARIANTS[n][1]} for n in ran},
-                notebooks=[str(n) for n in args.notebooks], bf16_products=has_bf16, seconds=seconds,
-                trained_at=trained_at)
+    notes = (
+        f"Notebooks {', '.join(n.name for n in args.notebooks)} ({args.preset} preset, seed as in the preset) "
+        f"rerun from scratch in each variant on {device_description('cpu')} "
+        f"(models trained at {', '.join(c[:7] for c in trained_at)}); "
+        "'ours' is the largest absolute move of that metric over the table's rows against the reference run "
+        "(same machine, all cores, float32 products). 'SSE4 kernels' caps PyTorch's, oneDNN's and MKL's vector "
+        "kernels at SSE4, as a CPU of another kind would sum in other orders. "
+        + (
+            ""
+            if has_bf16
+            else "bf16 products: not run, this CPU keeps float32 products under oneDNN's bf16 "
+            "flag (orderlib.precision probe). "
+        )
+        + "Largest single moves: "
+        + "; ".join(f"{r.method}: {r.metric} {r.reference:g} -> {r.variant:g}" for r in largest.itertuples())
+        + "."
+    )
+    meta = dict(
+        preset=args.preset,
+        seed=0,
+        device=device_description("cpu"),
+        data_source="the notebooks' own data (see their reports)",
+        data_fingerprint="",
+        wall_time_s=round(time.perf_counter() - t0, 1),
+        git_commit=commit,
+        matmul="fp32 and bf16 (one variant each)" if "bf16 products" in ran else "fp32",
+        variants={n: {"environment": VARIANTS[n][0], "MATMUL": VARIANTS[n][1]} for n in ran},
+        notebooks=[str(n) for n in args.notebooks],
+        bf16_products=has_bf16,
+        seconds=seconds,
+        trained_at=trained_at,
+    )
     out = repo_root() / "reports" / "tables" if args.preset == "full" else base / "tables"
     out.mkdir(parents=True, exist_ok=True)
-    write_table("bench_tolerance", df, meta, out, title="How far the numbers move across thread counts and CPU kernels",
-                notes=notes, show=show)
+    write_table(
+        "bench_tolerance",
+        df,
+        meta,
+        out,
+        title="How far the numbers move across thread counts and CPU kernels",
+        notes=notes,
+        show=show,
+    )
     print(show.to_string(index=False))
 
 

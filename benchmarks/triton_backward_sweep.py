@@ -31,6 +31,7 @@ taken over the closure in the kernel and the CUDA graph, against 571af01's file 
     git show f23364f:orderlib/kernels_triton.py > before.py
     BEFORE=before.py SWEEP_CONFIGS=16x128w1s3u8,8x256w1s4u8,4x512w1s3u8,16x256w2s3u8 bash benchmarks/gpu_check.sh
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,9 +49,33 @@ from orderlib.penalties import order_violation_matrix_reference
 
 
 @triton.jit
-def _pass_kernel(q_ptr, p_ptr, w_ptr, r_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb, sos, soa,
-                 sok, FLIP: tl.constexpr, MAX: tl.constexpr, CLOSED: tl.constexpr, BA: tl.constexpr,
-                 BK: tl.constexpr, UNROLL: tl.constexpr, STAGES: tl.constexpr):
+def _pass_kernel(
+    q_ptr,
+    p_ptr,
+    w_ptr,
+    r_ptr,
+    out_ptr,
+    na,
+    nb,
+    d,
+    b_per,
+    sqa,
+    sqk,
+    spb,
+    spk,
+    swa,
+    swb,
+    sos,
+    soa,
+    sok,
+    FLIP: tl.constexpr,
+    MAX: tl.constexpr,
+    CLOSED: tl.constexpr,
+    BA: tl.constexpr,
+    BK: tl.constexpr,
+    UNROLL: tl.constexpr,
+    STAGES: tl.constexpr,
+):
     # One pass in either formulation. MAX without CLOSED closes each part with its own running sum of
     # w; CLOSED (the max form, orderlib's walk unchanged) closes in the kernel with the row sums r of w
     # taken once outside: part 0 subtracts q r, every part masks a NaN q and scales by -2, so that
@@ -105,9 +130,30 @@ def closed_backward(g, x, y, config=(32, 64, 1, 3, 8), split=None):
         parts = split or K.splits(na, nb, d, K._processors(q.device))
         out = torch.empty((parts, na, d), dtype=torch.float32, device=q.device)
         grid = (triton.cdiv(na, ba), triton.cdiv(d, bk), parts)
-        _pass_kernel[grid](q, p, w, r, out, na, nb, d, triton.cdiv(nb, parts), *q.stride(), *p.stride(),
-                           *w.stride(), *out.stride(), FLIP=flip, MAX=True, CLOSED=True, BA=ba, BK=bk, UNROLL=unroll,
-                           STAGES=stages, num_warps=warps, num_stages=stages)
+        _pass_kernel[grid](
+            q,
+            p,
+            w,
+            r,
+            out,
+            na,
+            nb,
+            d,
+            triton.cdiv(nb, parts),
+            *q.stride(),
+            *p.stride(),
+            *w.stride(),
+            *out.stride(),
+            FLIP=flip,
+            MAX=True,
+            CLOSED=True,
+            BA=ba,
+            BK=bk,
+            UNROLL=unroll,
+            STAGES=stages,
+            num_warps=warps,
+            num_stages=stages,
+        )
         grads.append(out[0] if parts == 1 else out.sum(0))
     return tuple(grads)
 
@@ -131,6 +177,7 @@ def graphed(fn, *inputs):
             s.copy_(a)
         graph.replay()
         return tuple(o.clone() for o in outs)
+
     return replay
 
 
@@ -139,15 +186,37 @@ def forward(x, y, bn, bm, warps, stages, unroll):
     return K.forward(x, y, K._forward_kernel, **K.meta((bn, bm, warps, stages, unroll), ("BN", "BM")))
 
 
-def one_pass(q, p, w, flip: bool, use_max: bool, ba: int, bk: int, warps: int, stages: int, unroll: int,
-             split: int) -> torch.Tensor:
+def one_pass(
+    q, p, w, flip: bool, use_max: bool, ba: int, bk: int, warps: int, stages: int, unroll: int, split: int
+) -> torch.Tensor:
     na, nb, d = q.shape[0], p.shape[0], q.shape[1]
     b_per = triton.cdiv(nb, split)
     out = torch.empty((split, na, d), dtype=torch.float32, device=q.device)
     grid = (triton.cdiv(na, ba), triton.cdiv(d, bk), split)
-    _pass_kernel[grid](q, p, w, q, out, na, nb, d, b_per, *q.stride(), *p.stride(), *w.stride(), *out.stride(),
-                       FLIP=flip, MAX=use_max, CLOSED=False, BA=ba, BK=bk, UNROLL=unroll, STAGES=stages,
-                       num_warps=warps, num_stages=stages)  # r_ptr unread without CLOSED
+    _pass_kernel[grid](
+        q,
+        p,
+        w,
+        q,
+        out,
+        na,
+        nb,
+        d,
+        b_per,
+        *q.stride(),
+        *p.stride(),
+        *w.stride(),
+        *out.stride(),
+        FLIP=flip,
+        MAX=use_max,
+        CLOSED=False,
+        BA=ba,
+        BK=bk,
+        UNROLL=unroll,
+        STAGES=stages,
+        num_warps=warps,
+        num_stages=stages,
+    )  # r_ptr unread without CLOSED
     return out.sum(0)
 
 
@@ -180,8 +249,14 @@ def check_closed(x, y, g) -> None:
     rx, ry = reference(x, y, g)
     rx, ry = -2 * rx, 2 * ry  # the gradients
     scale = max(rx.abs().max().item(), ry.abs().max().item())
-    errs = [max((a.double() - r).abs().max().item() for a, r in zip(closed_backward(g, x, y, (16, 16, 1, 1, 2), s),
-                                                                  (rx, ry))) / scale for s in (1, 3)]
+    errs = [
+        max(
+            (a.double() - r).abs().max().item()
+            for a, r in zip(closed_backward(g, x, y, (16, 16, 1, 1, 2), s), (rx, ry))
+        )
+        / scale
+        for s in (1, 3)
+    ]
     xn, yn = x.clone(), y.clone()
     xn[1, 2] = yn[3, 5] = float("nan")
     got = closed_backward(g, xn, yn, (16, 16, 1, 1, 2), 2)
@@ -203,18 +278,31 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=5000)
     ap.add_argument("--d", type=int, default=1024)
     ap.add_argument("--forms", default="subtract,max", help="backward formulations to sweep")
-    ap.add_argument("--tiles", default="64x64w2,128x64w4,32x64w1,64x32w1,32x64w4,64x64w4,64x128w4,128x128w8",
-                    help="backward tiles, rows x columns w warps")
+    ap.add_argument(
+        "--tiles",
+        default="64x64w2,128x64w4,32x64w1,64x32w1,32x64w4,64x64w4,64x128w4,128x128w8",
+        help="backward tiles, rows x columns w warps",
+    )
     ap.add_argument("--stages", default="1,3", help="pipelining stages of the walk")
     ap.add_argument("--unroll", default="1,4,8", help="loop unrolling of the walk")
     ap.add_argument("--forward", action="store_true", help="also sweep the forward's tiles")
-    ap.add_argument("--library-only", action="store_true",
-                    help="skip the formulations: time orderlib's backward by parts and by tile, against --before")
-    ap.add_argument("--before", help="an earlier orderlib/kernels_triton.py (e.g. `git show REV:orderlib/"
-                    "kernels_triton.py > FILE`), whose backward is timed in the same run")
+    ap.add_argument(
+        "--library-only",
+        action="store_true",
+        help="skip the formulations: time orderlib's backward by parts and by tile, against --before",
+    )
+    ap.add_argument(
+        "--before",
+        help="an earlier orderlib/kernels_triton.py (e.g. `git show REV:orderlib/"
+        "kernels_triton.py > FILE`), whose backward is timed in the same run",
+    )
     ap.add_argument("--parts", default="1,2,5,8", help="parts of the walk over b to force (--library-only)")
-    ap.add_argument("--configs", default="", help="extra backward configs to force, rows x cols w warps s stages "
-                    "u unroll, e.g. 64x64w2s4u4 (--library-only)")
+    ap.add_argument(
+        "--configs",
+        default="",
+        help="extra backward configs to force, rows x cols w warps s stages "
+        "u unroll, e.g. 64x64w2s4u4 (--library-only)",
+    )
     a = ap.parse_args()
     ints = lambda text: [int(v) for v in text.split(",")]  # noqa: E731
     tiles = [tuple(int(v) for v in t.replace("w", "x").split("x")) for t in a.tiles.split(",")]
@@ -222,7 +310,11 @@ def main() -> None:
     dev = "cpu" if interp else "cuda"
     gen = torch.Generator().manual_seed(0)
     if interp:
-        x, y, g = torch.rand(37, 11, generator=gen), torch.rand(29, 11, generator=gen), torch.randn(37, 29, generator=gen)
+        x, y, g = (
+            torch.rand(37, 11, generator=gen),
+            torch.rand(29, 11, generator=gen),
+            torch.randn(37, 29, generator=gen),
+        )
         check(x, y, g, [(16, 16, 1, 1, 1, 1), (16, 8, 1, 1, 2, 3)])
         check_closed(x, y, g)
         return
@@ -239,8 +331,11 @@ def main() -> None:
     for (bn, bm, warps), stages, unroll in itertools.product(fwd_tiles if a.forward else [], (3,), (1, 4, 8)):
         s = seconds(lambda: forward(x, y, bn, bm, warps, stages, unroll))
         rate = a.n * a.m * a.d / s
-        print(f"forward {bn:3d}x{bm:3d} w{warps} s{stages} u{unroll}: {s * 1e3:7.3f} ms {rate / 1e12:6.2f} T/s "
-              f"({rate / gemm:5.1%} of GEMM)", flush=True)
+        print(
+            f"forward {bn:3d}x{bm:3d} w{warps} s{stages} u{unroll}: {s * 1e3:7.3f} ms {rate / 1e12:6.2f} T/s "
+            f"({rate / gemm:5.1%} of GEMM)",
+            flush=True,
+        )
     if a.library_only:
         library_sweep(x, y, g, gemm, a.n * a.m * a.d, a.before, ints(a.parts), a.configs)
         return
@@ -255,21 +350,29 @@ def main() -> None:
             try:
                 s = seconds(lambda: one_pass(q, p, w, flip, use_max, ba, bk, warps, stages, unroll, split))
             except Exception as exc:  # an unsupported config: say so, go on
-                print(f"{'max' if use_max else 'subtract'} {name} {ba}x{bk} w{warps} s{stages} u{unroll}: "
-                      f"{type(exc).__name__}: {str(exc)[:120]}", flush=True)
+                print(
+                    f"{'max' if use_max else 'subtract'} {name} {ba}x{bk} w{warps} s{stages} u{unroll}: "
+                    f"{type(exc).__name__}: {str(exc)[:120]}",
+                    flush=True,
+                )
                 continue
             rate = a.n * a.m * a.d / s
             key = ("max" if use_max else "subtract", name)
             if rate > best.get(key, (0,))[0]:
                 best[key] = (rate, (ba, bk, warps, stages, unroll, split))
-            print(f"{key[0]:8s} {name} {ba:3d}x{bk:3d} w{warps} s{stages} u{unroll} split {split}: {s * 1e3:7.3f} ms "
-                  f"{rate / 1e12:6.2f} T/s ({rate / gemm:5.1%} of GEMM; compile+bench {time.time() - t0:.1f} s)",
-                  flush=True)
+            print(
+                f"{key[0]:8s} {name} {ba:3d}x{bk:3d} w{warps} s{stages} u{unroll} split {split}: {s * 1e3:7.3f} ms "
+                f"{rate / 1e12:6.2f} T/s ({rate / gemm:5.1%} of GEMM; compile+bench {time.time() - t0:.1f} s)",
+                flush=True,
+            )
     for form in ("subtract", "max"):
         if (form, "dx") in best and (form, "dy") in best:
             both = 1 / (1 / best[(form, "dx")][0] + 1 / best[(form, "dy")][0])  # the two passes in turn
-            print(f"BEST {form}: dx {best[(form, 'dx')]} dy {best[(form, 'dy')]} -> backward {both / 1e12:.2f} T/s, "
-                  f"{both / gemm:.1%} of fp32 GEMM", flush=True)
+            print(
+                f"BEST {form}: dx {best[(form, 'dx')]} dy {best[(form, 'dy')]} -> backward {both / 1e12:.2f} T/s, "
+                f"{both / gemm:.1%} of fp32 GEMM",
+                flush=True,
+            )
     library(x, y, g, gemm, a.n * a.m * a.d)
 
 
@@ -307,13 +410,18 @@ def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, parts: l
     for name, step in steps.items():
         step()
         for how, sec in (("CUDA events", seconds(step)), ("synchronised calls", best_seconds(step, 5, True))):
-            print(f"{name} backward alone (no autograd), {how}: {sec * 1e3:.3f} ms {pairs / sec / 1e12:.2f} T/s "
-                  f"({pairs / sec / gemm:.1%} of GEMM)", flush=True)
+            print(
+                f"{name} backward alone (no autograd), {how}: {sec * 1e3:.3f} ms {pairs / sec / 1e12:.2f} T/s "
+                f"({pairs / sec / gemm:.1%} of GEMM)",
+                flush=True,
+            )
     ref = K.backward(g, x, y)
     for split in parts:
         sec = seconds(lambda: K.backward(g, x, y, split=split))
-        print(f"parts {split}: {sec * 1e3:7.3f} ms {pairs / sec / 1e12:6.2f} T/s ({pairs / sec / gemm:5.1%} of GEMM)",
-              flush=True)
+        print(
+            f"parts {split}: {sec * 1e3:7.3f} ms {pairs / sec / 1e12:6.2f} T/s ({pairs / sec / gemm:5.1%} of GEMM)",
+            flush=True,
+        )
     configs = list(K.BACKWARD_CONFIGS) + [parse(text) for text in filter(None, extra.split(","))]
     for c in configs:
         tile = K.meta(c, ("BA", "BK"))
@@ -324,13 +432,18 @@ def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, parts: l
             print(f"config {c}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
             continue
         diff = max((a - b).abs().max().item() for a, b in zip(got, ref))
-        print(f"config {c}: {sec * 1e3:7.3f} ms {pairs / sec / 1e12:6.2f} T/s ({pairs / sec / gemm:5.1%} of GEMM), "
-              f"largest difference from the tuned {diff:.1e}", flush=True)
+        print(
+            f"config {c}: {sec * 1e3:7.3f} ms {pairs / sec / 1e12:6.2f} T/s ({pairs / sec / gemm:5.1%} of GEMM), "
+            f"largest difference from the tuned {diff:.1e}",
+            flush=True,
+        )
     # the levers outside the main loop: the closure in the kernel, and one graph replay per call
     gemm_sync = pairs / best_seconds(lambda: x @ y.T, 5, True)
     print(f"fp32 GEMM, synchronised calls as bench_penalty times it: {gemm_sync / 1e12:.2f} T/s", flush=True)
-    variants = {f"closed {c[0]}x{c[1]}w{c[2]}u{c[4]}": functools.partial(closed_backward, config=c)
-                for c in ((32, 64, 1, 3, 8), (64, 64, 2, 3, 8), (8, 256, 1, 3, 8))}
+    variants = {
+        f"closed {c[0]}x{c[1]}w{c[2]}u{c[4]}": functools.partial(closed_backward, config=c)
+        for c in ((32, 64, 1, 3, 8), (64, 64, 2, 3, 8), (8, 256, 1, 3, 8))
+    }
     variants["orderlib, CUDA graph"] = K.backward
     variants["closed 32x64w1u8, CUDA graph"] = variants["closed 32x64w1u8"]
     for name, fn in variants.items():
@@ -342,11 +455,15 @@ def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, parts: l
             print(f"{name}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
             continue
         diff = max((a - b).abs().max().item() for a, b in zip(got, ref))
-        print(f"{name}: CUDA events {ev * 1e3:.3f} ms ({pairs / ev / gemm:.1%} of GEMM), synchronised calls "
-              f"{sy * 1e3:.3f} ms ({pairs / sy / gemm_sync:.1%} of GEMM timed alike), largest difference from "
-              f"orderlib's {diff:.1e}", flush=True)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        print(
+            f"{name}: CUDA events {ev * 1e3:.3f} ms ({pairs / ev / gemm:.1%} of GEMM), synchronised calls "
+            f"{sy * 1e3:.3f} ms ({pairs / sy / gemm_sync:.1%} of GEMM timed alike), largest difference from "
+            f"orderlib's {diff:.1e}",
+            flush=True,
+        )
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    ) as prof:
         for _ in range(20):
             K.backward(g, x, y)
         torch.cuda.synchronize()

@@ -12,6 +12,7 @@ pointers and the other strides 16-divisible).
 
     .venv/bin/python benchmarks/triton_sass.py [--configs 32x64w1s3u8,8x256w1s3u8] [--arch 90]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,7 +62,7 @@ def innermost_loop(sass: str) -> list[str]:
     for i, line in enumerate(lines):
         m = re.search(r"\bBRA\b[^`\w]*`?\(?\.?(\w+)", line)
         if m and m.group(1) in labels and labels[m.group(1)] < i and i + 1 - labels[m.group(1)] > len(best):
-            best = lines[labels[m.group(1)]:i + 1]
+            best = lines[labels[m.group(1)] : i + 1]
     return best
 
 
@@ -94,20 +95,28 @@ def parse(text: str) -> tuple[int, int, int, int, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--configs", default=",".join(f"{a}x{b}w{w}s{s}u{u}" for a, b, w, s, u in K.BACKWARD_CONFIGS)
-                    + ",8x256w1s3u8,16x128w1s3u8", help="rows x columns w warps s stages u unroll, comma-separated")
+    ap.add_argument(
+        "--configs",
+        default=",".join(f"{a}x{b}w{w}s{s}u{u}" for a, b, w, s, u in K.BACKWARD_CONFIGS) + ",8x256w1s3u8,16x128w1s3u8",
+        help="rows x columns w warps s stages u unroll, comma-separated",
+    )
     ap.add_argument("--arch", type=int, default=90, help="compute capability to compile for (90: H100, H200)")
     a = ap.parse_args()
     print(f"Triton {triton.__version__}, sm_{a.arch}; the backward's walk over b, per unrolled loop body")
-    print(f"{'config':16s} {'instr':>6s} {'max+FMA':>8s} {'share':>6s} {'LDS':>5s} {'other':>6s} {'pairs/warp-instr':>17s} "
-          f"{'regs':>5s} {'spill B':>8s}")
+    print(
+        f"{'config':16s} {'instr':>6s} {'max+FMA':>8s} {'share':>6s} {'LDS':>5s} {'other':>6s} {'pairs/warp-instr':>17s} "
+        f"{'regs':>5s} {'spill B':>8s}"
+    )
     for text in a.configs.split(","):
         mix = loop_mix(parse(text), a.arch)
         work = mix.get("FMNMX", 0) + mix.get("FFMA", 0)
         total = sum(v for k, v in mix.items() if k not in ("REG", "STACK", "LOCAL"))
         lds = mix.get("LDS", 0)
-        print(f"{text:16s} {total:6d} {work:8d} {work / max(total, 1):6.1%} {lds:5d} {total - work - lds:6d} "
-              f"{16 * work / max(total, 1):17.1f} {mix['REG']:5d} {mix['STACK'] + mix['LOCAL']:8d}", flush=True)
+        print(
+            f"{text:16s} {total:6d} {work:8d} {work / max(total, 1):6.1%} {lds:5d} {total - work - lds:6d} "
+            f"{16 * work / max(total, 1):17.1f} {mix['REG']:5d} {mix['STACK'] + mix['LOCAL']:8d}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

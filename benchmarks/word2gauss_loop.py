@@ -9,6 +9,7 @@ after the epoch are shown too). Writes reports/tables/oe_word2gauss_speed.*.
 
     .venv/bin/python benchmarks/word2gauss_loop.py [--rounds 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,33 +42,54 @@ def main() -> None:
     secs: dict[str, list[float]] = {w2g: [], table: []}
     dev: dict[str, list[float]] = {w2g: [], table: []}
     for r in range(args.rounds):  # interleaved one-epoch runs: a change in machine load hits both alike
-        runs = {w2g: train_word2gauss(data, Word2GaussConfig(epochs=1, patience=1, seed=r), None, progress=False),
-                table: train_concept_model(data, HypernymyConfig(model="word2gauss", epochs=1, patience=1,
-                                                                 margin=7.0, seed=r), "cpu", None, progress=False)}
+        runs = {
+            w2g: train_word2gauss(data, Word2GaussConfig(epochs=1, patience=1, seed=r), None, progress=False),
+            table: train_concept_model(
+                data,
+                HypernymyConfig(model="word2gauss", epochs=1, patience=1, margin=7.0, seed=r),
+                "cpu",
+                None,
+                progress=False,
+            ),
+        }
         for method, run in runs.items():
             secs[method].append(run.seconds)
             dev[method].append(run.history[0]["dev_accuracy"])
     ratios = [t / w for t, w in zip(secs[table], secs[w2g])]  # per round
     rows = []
     for method in (w2g, table):
-        rows.append(dict(method=method, metric="seconds per epoch (median of rounds)",
-                         ours=float(np.median(secs[method]))))
-        rows.append(dict(method=method, metric="dev accuracy after 1 epoch (%, mean)", ours=float(np.mean(dev[method]))))
-    rows += [dict(method=w2g, metric=f"speed-up over the table trainer ({k} of rounds)", ours=float(f(ratios)))
-             for k, f in (("median", np.median), ("min", np.min), ("max", np.max))]
+        rows.append(
+            dict(method=method, metric="seconds per epoch (median of rounds)", ours=float(np.median(secs[method])))
+        )
+        rows.append(
+            dict(method=method, metric="dev accuracy after 1 epoch (%, mean)", ours=float(np.mean(dev[method])))
+        )
+    rows += [
+        dict(method=w2g, metric=f"speed-up over the table trainer ({k} of rounds)", ours=float(f(ratios)))
+        for k, f in (("median", np.median), ("min", np.min), ("max", np.max))
+    ]
     df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
     ratio = float(np.median(ratios))
-    meta = {"preset": "full", "seed": 0, "device": device_description("cpu"), "threads": 1,
-            "data_source": f"WordNet {graph.version} ({graph.source})", "data_fingerprint": graph.fingerprint,
-            "wall_time_s": time.perf_counter() - t0, "rounds": args.rounds, "speedup": round(ratio, 2),
-            "seconds": secs,
-            "word2gauss_trainer": word2gauss_status()}
-    notes = (f"One epoch of each trainer from scratch, alternating, {args.rounds} rounds on one thread; seconds "
-             f"per epoch include evaluation on dev and test. Speed-up of the compiled loop: {ratio:.1f}x "
-             f"(median of the rounds' ratios, {min(ratios):.1f}-{max(ratios):.1f}x). The two are different "
-             f"optimisers (per-pair Adagrad, batched Adam), so their first-epoch accuracies differ.")
-    write_table("oe_word2gauss_speed", df, meta, title="word2gauss: compiled loop vs torch table trainer",
-                notes=notes)
+    meta = {
+        "preset": "full",
+        "seed": 0,
+        "device": device_description("cpu"),
+        "threads": 1,
+        "data_source": f"WordNet {graph.version} ({graph.source})",
+        "data_fingerprint": graph.fingerprint,
+        "wall_time_s": time.perf_counter() - t0,
+        "rounds": args.rounds,
+        "speedup": round(ratio, 2),
+        "seconds": secs,
+        "word2gauss_trainer": word2gauss_status(),
+    }
+    notes = (
+        f"One epoch of each trainer from scratch, alternating, {args.rounds} rounds on one thread; seconds "
+        f"per epoch include evaluation on dev and test. Speed-up of the compiled loop: {ratio:.1f}x "
+        f"(median of the rounds' ratios, {min(ratios):.1f}-{max(ratios):.1f}x). The two are different "
+        f"optimisers (per-pair Adagrad, batched Adam), so their first-epoch accuracies differ."
+    )
+    write_table("oe_word2gauss_speed", df, meta, title="word2gauss: compiled loop vs torch table trainer", notes=notes)
     print(df.to_string(index=False))
     print(f"speed-up {ratio:.1f}x")
 

@@ -6,6 +6,7 @@ the version of the code that trains it (`code_version`). The epoch loop (orderli
 resumes only a checkpoint of the same key and trains anew otherwise; it holds `locked(path)`
 while it trains, so a second run of the same preset waits, then loads the finished model.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -120,8 +121,12 @@ def load_checkpoint(path: Path) -> dict | None:
     if not path.exists():
         return None
     try:
-        with _LOADING, torch.serialization.safe_globals(
-                [g for g in SAFE_GLOBALS if g not in torch.serialization.get_safe_globals()]):
+        with (
+            _LOADING,
+            torch.serialization.safe_globals(
+                [g for g in SAFE_GLOBALS if g not in torch.serialization.get_safe_globals()]
+            ),
+        ):
             state = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(state, dict):
             raise ValueError(f"holds a {type(state).__name__}, not a checkpoint dict")
@@ -129,13 +134,19 @@ def load_checkpoint(path: Path) -> dict | None:
     except Exception as exc:  # zip reader errors, EOFError, unpickling errors, ...
         refused = refused_global(exc)
         if refused is not None:
-            raise CheckpointError(f"checkpoint {path} was not loaded: it names {refused}, which is not a type "
-                                  f"a checkpoint may hold, and loading it would run code. It is left in place: "
-                                  f"remove it to train anew") from None
+            raise CheckpointError(
+                f"checkpoint {path} was not loaded: it names {refused}, which is not a type "
+                f"a checkpoint may hold, and loading it would run code. It is left in place: "
+                f"remove it to train anew"
+            ) from None
         damaged = path.with_name(path.name + ".damaged")
         os.replace(path, damaged)
-        warnings.warn(f"checkpoint {path} is damaged ({type(exc).__name__}: {str(exc).strip()[:200]}); "
-                      f"moved it to {damaged} and training from scratch", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"checkpoint {path} is damaged ({type(exc).__name__}: {str(exc).strip()[:200]}); "
+            f"moved it to {damaged} and training from scratch",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
 
 

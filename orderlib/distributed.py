@@ -7,6 +7,7 @@ whole batch (in-batch negatives) gather the shards' embeddings with gradient (`g
 Rank 0 alone evaluates, checkpoints and reports (orderlib.training.fit), and `broadcast`s what
 the others must agree on. Without torchrun nothing here runs: single-process training is as before.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,9 +48,11 @@ def is_main() -> bool:
 def require() -> None:
     """Fail with instructions unless a process group is initialised."""
     if not active():
-        raise RuntimeError("distributed training needs a process group: start the script with torchrun "
-                           "(e.g. `torchrun --nproc_per_node=2 -m orderlib.tools.train_parallel ...`) and run the "
-                           "training inside orderlib.distributed.process_group(device)")
+        raise RuntimeError(
+            "distributed training needs a process group: start the script with torchrun "
+            "(e.g. `torchrun --nproc_per_node=2 -m orderlib.tools.train_parallel ...`) and run the "
+            "training inside orderlib.distributed.process_group(device)"
+        )
 
 
 def local_device(kind: str = "auto") -> torch.device:
@@ -59,14 +62,17 @@ def local_device(kind: str = "auto") -> torch.device:
     if kind == "cpu":
         return torch.device("cpu")
     if kind != "cuda":
-        raise ValueError(f"unknown device kind {kind!r}; expected 'auto', 'cpu' or 'cuda' (each process takes "
-                         "cuda:LOCAL_RANK)")
+        raise ValueError(
+            f"unknown device kind {kind!r}; expected 'auto', 'cpu' or 'cuda' (each process takes cuda:LOCAL_RANK)"
+        )
     if not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' asked for, but CUDA is not available here; use 'cpu' (gloo backend)")
     local, count = int(os.environ.get("LOCAL_RANK", 0)), torch.cuda.device_count()
     if local >= count:
-        raise RuntimeError(f"LOCAL_RANK={local} but only {count} CUDA device(s) are visible: start at most "
-                           f"{count} processes per machine (torchrun --nproc_per_node={count})")
+        raise RuntimeError(
+            f"LOCAL_RANK={local} but only {count} CUDA device(s) are visible: start at most "
+            f"{count} processes per machine (torchrun --nproc_per_node={count})"
+        )
     return torch.device("cuda", local)
 
 
@@ -74,15 +80,18 @@ def local_device(kind: str = "auto") -> torch.device:
 def process_group(device: torch.device, timeout_minutes: float = 30):
     """Join torchrun's process group for the block (NCCL for a CUDA `device`, gloo for CPU), then leave it."""
     if not launched():
-        raise RuntimeError(f"not started by torchrun ({', '.join(TORCHRUN_ENV)} unset): run "
-                           "`torchrun --nproc_per_node=N ...` (or python -m torch.distributed.run)")
+        raise RuntimeError(
+            f"not started by torchrun ({', '.join(TORCHRUN_ENV)} unset): run "
+            "`torchrun --nproc_per_node=N ...` (or python -m torch.distributed.run)"
+        )
     if active():
         raise RuntimeError("this process has already joined a process group")
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)  # NCCL and its object collectives use the current device
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                            timeout=datetime.timedelta(minutes=timeout_minutes))
+    dist.init_process_group(
+        "nccl" if device.type == "cuda" else "gloo", timeout=datetime.timedelta(minutes=timeout_minutes)
+    )
     try:
         yield
     finally:
@@ -119,7 +128,7 @@ class _GatherRows(torch.autograd.Function):
         grad = grad.contiguous().clone()  # (world * m, D); all_reduce works in place
         dist.all_reduce(grad)
         m = grad.shape[0] // dist.get_world_size()
-        return grad[dist.get_rank() * m:(dist.get_rank() + 1) * m]
+        return grad[dist.get_rank() * m : (dist.get_rank() + 1) * m]
 
 
 def gather_rows(x: torch.Tensor, n: int) -> torch.Tensor:

@@ -8,6 +8,7 @@ checkouts on one machine share a build and never rebuild over each other). Where
 
 Set ORDERLIB_FUSED=0 to never build or use it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -83,8 +84,14 @@ def _build(source: Path):
             tmp = copy.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_bytes(source.read_bytes())
             os.replace(tmp, copy)
-        return load(name=name, sources=[str(copy)], build_directory=str(build_dir),
-                    extra_cflags=build_flags(source), extra_ldflags=["-fopenmp", "-lm"], verbose=False)
+        return load(
+            name=name,
+            sources=[str(copy)],
+            build_directory=str(build_dir),
+            extra_cflags=build_flags(source),
+            extra_ldflags=["-fopenmp", "-lm"],
+            verbose=False,
+        )
     finally:
         os.environ["PATH"] = old_path
 
@@ -133,8 +140,11 @@ def word2gauss_kernel():
 
 def word2gauss_status() -> str:
     """Say whether the compiled word2gauss trainer is available, and if not, why."""
-    return "compiled C++ (" + " ".join(build_flags(W2G_SOURCE)) + ")" if word2gauss_kernel() else (
-        "unavailable: " + _w2g["error"])
+    return (
+        "compiled C++ (" + " ".join(build_flags(W2G_SOURCE)) + ")"
+        if word2gauss_kernel()
+        else ("unavailable: " + _w2g["error"])
+    )
 
 
 _step: dict = {}
@@ -153,8 +163,11 @@ def concept_step_status() -> str:
     """Say whether the compiled table-model step is in use, and if not, why."""
     if os.environ.get("ORDERLIB_FUSED", "1") == "0":
         return "disabled by ORDERLIB_FUSED=0"
-    return "compiled C++ (" + " ".join(build_flags(STEP_SOURCE)) + ")" if concept_step_kernel() else (
-        "unavailable: " + _step["error"])
+    return (
+        "compiled C++ (" + " ".join(build_flags(STEP_SOURCE)) + ")"
+        if concept_step_kernel()
+        else ("unavailable: " + _step["error"])
+    )
 
 
 def kernel_status() -> str:
@@ -167,15 +180,16 @@ def kernel_status() -> str:
 
 def supports(x: torch.Tensor, y: torch.Tensor) -> bool:
     """True where the fused kernel applies: CPU, float32/float64, same dtype."""
-    return (x.device.type == "cpu" and y.device.type == "cpu" and x.dtype in DTYPES
-            and y.dtype == x.dtype)
+    return x.device.type == "cpu" and y.device.type == "cpu" and x.dtype in DTYPES and y.dtype == x.dtype
 
 
 def no_second_order() -> None:
     """Refuse create_graph=True: the fused backward is not itself differentiable."""
     if torch.is_grad_enabled():
-        raise RuntimeError("second-order gradients (create_graph=True) are not available through the fused "
-                           "order-violation kernel; call order_violation_matrix(..., backend='reference')")
+        raise RuntimeError(
+            "second-order gradients (create_graph=True) are not available through the fused "
+            "order-violation kernel; call order_violation_matrix(..., backend='reference')"
+        )
 
 
 class FusedOrderViolation(torch.autograd.Function):

@@ -26,6 +26,7 @@ Checked against the reference in Triton's CPU interpreter (TRITON_INTERPRET=1, t
 test_fused.py), and replayed against eager bit for bit on a GPU (tests/test_devices.py); where
 Triton is missing or a launch fails, `order_violation_matrix` falls back to the chunked reference.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,16 +48,44 @@ except Exception:  # ImportError, or a broken install: no Triton path
 # (each gradient 8.2-8.4 T/s) the untuned tiles; 128 columns or 8 warps halved the rate. Tiles of 8 x 256
 # and 4 x 512 (fewer loads of w per step) ran at half the rate of 32 x 64 (H200, 2026-11-27): each step
 # of b then reads 256 or 512 values of p for 8 or 4 rows, and the loads from L2 bound the loop.
-FORWARD_CONFIGS = [(64, 64, 2, 3, 4), (64, 64, 2, 3, 8), (128, 64, 4, 3, 4), (128, 64, 2, 3, 1), (32, 64, 1, 3, 4),
-                   (64, 32, 1, 3, 4)]
-BACKWARD_CONFIGS = [(64, 64, 2, 3, 4), (128, 64, 4, 3, 8), (32, 64, 1, 3, 8), (128, 64, 4, 3, 4), (64, 32, 1, 3, 4),
-                    (32, 64, 1, 3, 4)]
+FORWARD_CONFIGS = [
+    (64, 64, 2, 3, 4),
+    (64, 64, 2, 3, 8),
+    (128, 64, 4, 3, 4),
+    (128, 64, 2, 3, 1),
+    (32, 64, 1, 3, 4),
+    (64, 32, 1, 3, 4),
+]
+BACKWARD_CONFIGS = [
+    (64, 64, 2, 3, 4),
+    (128, 64, 4, 3, 8),
+    (32, 64, 1, 3, 8),
+    (128, 64, 4, 3, 4),
+    (64, 32, 1, 3, 4),
+    (32, 64, 1, 3, 4),
+]
 
 if triton is not None:
 
     @triton.jit
-    def _forward_kernel(x_ptr, y_ptr, e_ptr, n, m, d, sxn, sxd, syn, syd, sen, sem,
-                        BN: tl.constexpr, BM: tl.constexpr, UNROLL: tl.constexpr, STAGES: tl.constexpr):
+    def _forward_kernel(
+        x_ptr,
+        y_ptr,
+        e_ptr,
+        n,
+        m,
+        d,
+        sxn,
+        sxd,
+        syn,
+        syd,
+        sen,
+        sem,
+        BN: tl.constexpr,
+        BM: tl.constexpr,
+        UNROLL: tl.constexpr,
+        STAGES: tl.constexpr,
+    ):
         rn = tl.program_id(0) * BN + tl.arange(0, BN)  # (BN,)
         rm = tl.program_id(1) * BM + tl.arange(0, BM)  # (BM,)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
@@ -70,9 +99,31 @@ if triton is not None:
         tl.store(e_ptr + rn[:, None] * sen + rm[None, :] * sem, acc, mask=mask)
 
     @triton.jit
-    def _weighted_max_kernel(q_ptr, p_ptr, w_ptr, r_ptr, out_ptr, na, nb, d, b_per, sqa, sqk, spb, spk, swa, swb,
-                             sos, soa, sok, FLIP: tl.constexpr, BA: tl.constexpr, BK: tl.constexpr,
-                             UNROLL: tl.constexpr, STAGES: tl.constexpr):
+    def _weighted_max_kernel(
+        q_ptr,
+        p_ptr,
+        w_ptr,
+        r_ptr,
+        out_ptr,
+        na,
+        nb,
+        d,
+        b_per,
+        sqa,
+        sqk,
+        spb,
+        spk,
+        swa,
+        swb,
+        sos,
+        soa,
+        sok,
+        FLIP: tl.constexpr,
+        BA: tl.constexpr,
+        BK: tl.constexpr,
+        UNROLL: tl.constexpr,
+        STAGES: tl.constexpr,
+    ):
         # One gradient, closed in the kernel: -2 (sum_b w max(p, q) - q r) (min for FLIP), r the row
         # sums of w; part 0 of the walk alone subtracts q r, so that the parts sum to the gradient and
         # with one part the kernel writes it whole.
@@ -107,8 +158,14 @@ def meta(config: tuple[int, int, int, int, int], names: tuple[str, str]) -> dict
     """The launch keywords of one config: tile sizes, UNROLL and STAGES (the walk's loop unrolling and
     software pipelining, asked of tl.range itself), num_warps, num_stages."""
     rows, cols, warps, stages, unroll = config
-    return {names[0]: rows, names[1]: cols, "UNROLL": unroll, "STAGES": stages, "num_warps": warps,
-            "num_stages": stages}
+    return {
+        names[0]: rows,
+        names[1]: cols,
+        "UNROLL": unroll,
+        "STAGES": stages,
+        "num_warps": warps,
+        "num_stages": stages,
+    }
 
 
 def _tuned(kernel, configs: list[tuple[int, int, int, int, int]], names: tuple[str, str], key: list[str]):
@@ -118,8 +175,11 @@ def _tuned(kernel, configs: list[tuple[int, int, int, int, int]], names: tuple[s
     tuned_configs = []
     for c in configs:
         kw = meta(c, names)
-        tuned_configs.append(triton.Config({k: kw[k] for k in (*names, "UNROLL", "STAGES")}, num_warps=kw["num_warps"],
-                                           num_stages=kw["num_stages"]))
+        tuned_configs.append(
+            triton.Config(
+                {k: kw[k] for k in (*names, "UNROLL", "STAGES")}, num_warps=kw["num_warps"], num_stages=kw["num_stages"]
+            )
+        )
     return triton.autotune(tuned_configs, key=key)(kernel), {}
 
 
@@ -165,8 +225,20 @@ def forward(x: torch.Tensor, y: torch.Tensor, kernel=None, **tile) -> torch.Tens
     if n and m:
         xt, yt = x.t().contiguous(), y.t().contiguous()  # (D, N), (D, M): the walk over d reads rows
         grid = lambda meta: (triton.cdiv(n, meta["BN"]), triton.cdiv(m, meta["BM"]))  # noqa: E731
-        (kernel or _forward)[grid](xt, yt, e, n, m, d, xt.stride(1), xt.stride(0), yt.stride(1), yt.stride(0),
-                                   *e.stride(), **(tile or _FORWARD_FIXED))
+        (kernel or _forward)[grid](
+            xt,
+            yt,
+            e,
+            n,
+            m,
+            d,
+            xt.stride(1),
+            xt.stride(0),
+            yt.stride(1),
+            yt.stride(0),
+            *e.stride(),
+            **(tile or _FORWARD_FIXED),
+        )
     return e.to(x.dtype)
 
 
@@ -194,13 +266,29 @@ def _weighted_relu(q, p, w, r, flip: bool, kernel=None, tile=None, split: int | 
     b_per = triton.cdiv(nb, split)
     out = torch.empty((split, na, d), dtype=torch.float32, device=q.device)  # every tile of every part is stored
     grid = lambda meta: (triton.cdiv(na, meta["BA"]), triton.cdiv(d, meta["BK"]), split)  # noqa: E731
-    (kernel or _backward)[grid](q, p, w, r, out, na, nb, d, b_per, *q.stride(), *p.stride(), *w.stride(),
-                                *out.stride(), FLIP=flip, **(tile or _BACKWARD_FIXED))
+    (kernel or _backward)[grid](
+        q,
+        p,
+        w,
+        r,
+        out,
+        na,
+        nb,
+        d,
+        b_per,
+        *q.stride(),
+        *p.stride(),
+        *w.stride(),
+        *out.stride(),
+        FLIP=flip,
+        **(tile or _BACKWARD_FIXED),
+    )
     return out[0] if split == 1 else out.sum(0)
 
 
-def backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel=None, split: int | None = None,
-             **tile) -> tuple[torch.Tensor, torch.Tensor]:
+def backward(
+    g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, kernel=None, split: int | None = None, **tile
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (dE/dx, dE/dy) contracted with the upstream gradient g (N, M). x and y are first shifted
     by a per-dimension mean (of the side with fewer rows; the violation does not change), so that the
     max form's rounding follows the spread of the embeddings, not their distance from 0."""

@@ -1,4 +1,5 @@
 """Losses over penalties: inputs are energies (low = the pair holds), shape (B,)."""
+
 from __future__ import annotations
 
 import torch
@@ -62,8 +63,13 @@ def in_batch_loss(e: torch.Tensor, kind: str, margin: float, temperature: float)
     raise ValueError(f"unknown in-batch loss {kind!r}; expected sum, max or infonce")
 
 
-def hinge_rank(scores: torch.Tensor, target: torch.Tensor, margin: float = 0.1, first_violator: bool = True,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+def hinge_rank(
+    scores: torch.Tensor,
+    target: torch.Tensor,
+    margin: float = 0.1,
+    first_violator: bool = True,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Return the DeViSE hinge rank loss (Eq. 1 of Frome et al.), averaged over the batch.
 
     scores (B, L): similarity of each image to each candidate label; target (B,) the true label.

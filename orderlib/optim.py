@@ -21,6 +21,7 @@ into the Riemannian one, the second moment from the metric's inner product, a re
 first moment transported to the new point. Their untouched rows follow SparseAdam's rule under
 either setting (geoopt's SparseRiemannianAdam): transported momentum has no closed-form catch-up.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,17 +36,25 @@ class RowAdam:
 
     EXACT_UNTIL = 2000  # steps; after it, the closed form's relative error is below 1e-3
 
-    def __init__(self, tables: dict[str, torch.Tensor], lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 catch_up: bool = False, window: int = 128, manifolds: dict | None = None):
+    def __init__(
+        self,
+        tables: dict[str, torch.Tensor],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        catch_up: bool = False,
+        window: int = 128,
+        manifolds: dict | None = None,
+    ):
         self.tables, self.lr, self.betas, self.eps = tables, lr, betas, eps
         self.catch_up, self.window = catch_up, window
         self.manifolds = dict(manifolds or {})  # table name -> geoopt manifold of its rows
         if set(self.manifolds) - set(tables):
             raise ValueError(f"manifolds for unknown tables: {sorted(set(self.manifolds) - set(tables))}")
         self.t = 0
-        self.moments = {k: torch.zeros((v.shape[0], 2, v.shape[1]), dtype=v.dtype, device=v.device)
-                        for k, v in tables.items()}  # (N, 2, D): first and second moment
+        self.moments = {
+            k: torch.zeros((v.shape[0], 2, v.shape[1]), dtype=v.dtype, device=v.device) for k, v in tables.items()
+        }  # (N, 2, D): first and second moment
         some = next(iter(tables.values()))
         self.last = torch.zeros(some.shape[0], dtype=torch.long, device=some.device)  # last step applied
         self._stash = None  # (rows, moments, values) gathered by prepare() for the next step()
@@ -55,7 +64,7 @@ class RowAdam:
         if self._lag_cache is None or self._lag_cache[0].device != device:
             b1, b2 = self.betas
             j = torch.arange(1, self.window + 1, device=device, dtype=torch.float64)  # (J,)
-            self._lag_cache = (j, b1 ** j, b2 ** j, b1 ** j / b2 ** (j / 2))
+            self._lag_cache = (j, b1**j, b2**j, b1**j / b2 ** (j / 2))
         return self._lag_cache
 
     def _skipped_factor(self, s: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -123,7 +132,7 @@ class RowAdam:
         mv, cur = self._gather(rows, constrain)
         self.t += 1
         b1, b2 = self.betas
-        c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
+        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
         for k, g in grads.items():
             m, v = mv[k][:, 0], mv[k][:, 1]
             if k in self.manifolds:

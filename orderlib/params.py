@@ -6,13 +6,14 @@ normalised values back (e.g. ROWS "a,b," -> ["a", "b"]), or a ParameterError lis
 with the valid ones. Under papermill it also rejects every injected name the notebook does not take
 (`-p PRESTE full`), which papermill itself only warns about.
 """
+
 from __future__ import annotations
 
 import ast
 import difflib
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 Validator = Callable[[str, object], object]  # (name, value) -> normalised value, or raise ValueError
 
@@ -28,6 +29,7 @@ def one_of(valid: Iterable) -> Validator:
         if value not in valid:
             raise ValueError(f"{name}={value!r} is not one of {valid}")
         return value
+
     return check
 
 
@@ -44,14 +46,17 @@ def subset_of(valid: Iterable, allow_none: bool = False) -> Validator:
         items = [str(v).strip() for v in items if str(v).strip()]
         unknown = [v for v in items if v not in valid]
         if unknown or not items:
-            raise ValueError(f"{name}={value!r}: " + (f"unknown {unknown}" if unknown else "nothing chosen")
-                             + f"; valid: {valid}")
+            raise ValueError(
+                f"{name}={value!r}: " + (f"unknown {unknown}" if unknown else "nothing chosen") + f"; valid: {valid}"
+            )
         return items
+
     return check
 
 
 def existing(kind: str = "path", optional: bool = True) -> Validator:
     """None (if optional) or an existing file ("file"), folder ("dir") or either ("path")."""
+
     def check(name, value):
         if value is None and optional:
             return None
@@ -62,6 +67,7 @@ def existing(kind: str = "path", optional: bool = True) -> Validator:
         if not ok:
             raise ValueError(f"{name}={str(value)!r}: no such {kind}")
         return str(p)
+
     return check
 
 
@@ -72,7 +78,7 @@ def positive_int(name, value):
 
 
 def workers(name, value):
-    """"auto" or a positive int: processes that train a notebook's independent rows (training.workers)."""
+    """ "auto" or a positive int: processes that train a notebook's independent rows (training.workers)."""
     if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"{name}={value!r} must be 'auto' or a positive integer")
     return value
@@ -92,7 +98,7 @@ def boolean(name, value):
 
 
 def device(name, value):
-    """"auto", "cpu", "cuda" or "cuda:N" (CUDA only where a device is there)."""
+    """ "auto", "cpu", "cuda" or "cuda:N" (CUDA only where a device is there)."""
     import torch
 
     try:

@@ -1,10 +1,11 @@
 """Where data lives: one data-root setting for the whole project."""
+
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 DATA_ENV = "ORDERLIB_DATA"
 _REPO = Path(__file__).resolve().parents[1]
@@ -104,8 +105,10 @@ def text_lines(path: Path, what: str = "text") -> list[str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
-                        f"expected {what}: is this the right file, or is it damaged?") from None
+        line = data[: e.start].count(b"\n") + 1
+        raise DataError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
+            f"expected {what}: is this the right file, or is it damaged?"
+        ) from None
     lines = [line.rstrip("\r") for line in text.split("\n")]  # not splitlines(): sentences may hold \x85, \u2028
     return lines[:-1] if lines and lines[-1] == "" else lines

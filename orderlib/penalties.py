@@ -3,6 +3,7 @@
 Aligned versions take (..., D) tensors and return (...); `*_matrix` versions take (N, D), (M, D)
 and return the (N, M) all-pairs matrix in bounded memory.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,7 @@ def _auto_chunk(m: int, d: int, itemsize: int, budget: int | None = None) -> int
     return max(1, (budget or chunk_bytes()) // max(1, m * d * itemsize))
 
 
-def order_violation_matrix_reference(x: torch.Tensor, y: torch.Tensor,
-                                     chunk: int | None = None) -> torch.Tensor:
+def order_violation_matrix_reference(x: torch.Tensor, y: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
     """Return the all-pairs order violation by broadcasting `chunk` rows of x at a time.
 
     Memory is O(chunk * M * D) beyond the (N, M) result (default: `chunk_bytes()`). Slow (one
@@ -52,12 +52,13 @@ def order_violation_matrix_reference(x: torch.Tensor, y: torch.Tensor,
     chunk = chunk or _auto_chunk(m, x.shape[1], x.element_size())
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
-    out = [order_violation(x[i:i + chunk, None, :], y[None, :, :]) for i in range(0, n, chunk)]
+    out = [order_violation(x[i : i + chunk, None, :], y[None, :, :]) for i in range(0, n, chunk)]
     return torch.cat(out, 0) if out else order_violation(x[:, None, :], y[None, :, :])  # (N, M)
 
 
-def order_violation_matrix(x: torch.Tensor, y: torch.Tensor, chunk: int | None = None,
-                           backend: str = "auto") -> torch.Tensor:
+def order_violation_matrix(
+    x: torch.Tensor, y: torch.Tensor, chunk: int | None = None, backend: str = "auto"
+) -> torch.Tensor:
     """Return E[i, j] = order_violation(x[i], y[j]) for x (N, D), y (M, D): Eq. (2) of Vendrov
     et al. over all pairs, differentiable in x and y.
 
@@ -100,8 +101,7 @@ def bilinear_score(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor) -> torch.T
     return ((x @ w) * y).sum(-1)
 
 
-def gaussian_kl(mu_x: torch.Tensor, var_x: torch.Tensor, mu_y: torch.Tensor,
-                var_y: torch.Tensor) -> torch.Tensor:
+def gaussian_kl(mu_x: torch.Tensor, var_x: torch.Tensor, mu_y: torch.Tensor, var_y: torch.Tensor) -> torch.Tensor:
     """Return KL(N(mu_x, diag var_x) || N(mu_y, diag var_y)), the word2gauss energy (Vilnis & McCallum).
 
     Small when the specific x lies inside the broad y: the asymmetric hypernymy energy.
@@ -122,8 +122,7 @@ def _log_softplus(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x < -15.0, x, torch.log(F.softplus(x.clamp(min=-15.0))))
 
 
-def box_log_volume(lo: torch.Tensor, hi: torch.Tensor, temperature: float = 1.0,
-                   offset: float = 0.0) -> torch.Tensor:
+def box_log_volume(lo: torch.Tensor, hi: torch.Tensor, temperature: float = 1.0, offset: float = 0.0) -> torch.Tensor:
     """Return sum_i log(t * softplus((hi_i - lo_i - offset) / t)), the log softplus volume.
 
     Li et al. (ICLR 2019)'s smoothed volume: the hard side max(0, hi - lo) replaced by a softplus of
@@ -134,8 +133,9 @@ def box_log_volume(lo: torch.Tensor, hi: torch.Tensor, temperature: float = 1.0,
     return (_log_softplus(side) + side.new_tensor(temperature).log()).sum(-1)
 
 
-def box_energy(lo_u: torch.Tensor, hi_u: torch.Tensor, lo_v: torch.Tensor, hi_v: torch.Tensor,
-               temperature: float = 1.0) -> torch.Tensor:
+def box_energy(
+    lo_u: torch.Tensor, hi_u: torch.Tensor, lo_v: torch.Tensor, hi_v: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
     """Return -log P(v | u) = log vol(u) - log vol(u ∧ v) for boxes [lo, hi] (Vilnis et al., ACL 2018:
     P(v | u) = vol(u ∧ v) / vol(u)).
 
@@ -147,8 +147,14 @@ def box_energy(lo_u: torch.Tensor, hi_u: torch.Tensor, lo_v: torch.Tensor, hi_v:
     return box_log_volume(lo_u, hi_u, temperature) - box_log_volume(lo, hi, temperature)
 
 
-def gumbel_box_energy(lo_u: torch.Tensor, hi_u: torch.Tensor, lo_v: torch.Tensor, hi_v: torch.Tensor,
-                      beta: float = 0.01, temperature: float | None = None) -> torch.Tensor:
+def gumbel_box_energy(
+    lo_u: torch.Tensor,
+    hi_u: torch.Tensor,
+    lo_v: torch.Tensor,
+    hi_v: torch.Tensor,
+    beta: float = 0.01,
+    temperature: float | None = None,
+) -> torch.Tensor:
     """Return -log P(v | u) for Gumbel boxes (Dasgupta et al., NeurIPS 2020).
 
     Corners are Gumbel location parameters; the meet's are beta * logsumexp(lo / beta) and
@@ -164,8 +170,9 @@ def gumbel_box_energy(lo_u: torch.Tensor, hi_u: torch.Tensor, lo_v: torch.Tensor
     return box_log_volume(lo_u, hi_u, t, off) - box_log_volume(lo, hi, t, off)
 
 
-def density_order_violation(mu_u: torch.Tensor, var_u: torch.Tensor, mu_v: torch.Tensor,
-                            var_v: torch.Tensor, gamma: float = 0.0) -> torch.Tensor:
+def density_order_violation(
+    mu_u: torch.Tensor, var_u: torch.Tensor, mu_v: torch.Tensor, var_v: torch.Tensor, gamma: float = 0.0
+) -> torch.Tensor:
     """Return d_gamma(u, v) = max(0, KL(N_u || N_v) - gamma), the thresholded divergence of
     density order embeddings (Athiwaratkun & Wilson, ICLR 2018): zero once the specific
     density u is encapsulated in the broad v up to gamma nats.

@@ -13,6 +13,7 @@ multiplies once under oneDNN's flag and checks that the inputs were rounded. (A 
 AVX-512 BF16, yet oneDNN keeps float32 products there under the flag.) A run records the mode that
 ran (checkpoint key, report provenance): models trained in different modes are different models.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,7 +24,7 @@ import torch
 MODES = ("fp32", "bf16", "tf32", "auto")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bf16_products() -> bool:
     """True if float32 products on this CPU take bfloat16 inputs under oneDNN's flag (probed once
     per process: a (64, 512) x (512, 256) product, rounded inputs give ~1e-3 relative error, float32
@@ -58,11 +59,14 @@ def resolve(mode: str, device) -> str:
         if dev.type != "cpu":
             raise ValueError(f"matmul precision 'bf16' is the CPU's (oneDNN); on {dev} use 'tf32', 'fp32' or 'auto'")
         if not bf16_products():
-            raise ValueError("matmul precision 'bf16': this CPU keeps float32 products under oneDNN's bf16 flag "
-                             "(orderlib.precision.bf16_products() probed it); use 'fp32' or 'auto'")
+            raise ValueError(
+                "matmul precision 'bf16': this CPU keeps float32 products under oneDNN's bf16 flag "
+                "(orderlib.precision.bf16_products() probed it); use 'fp32' or 'auto'"
+            )
     if mode == "tf32" and not tf32():
-        raise ValueError(f"matmul precision 'tf32' needs a CUDA device of compute capability >= 8, not {dev}; "
-                         "use 'fp32' or 'auto'")
+        raise ValueError(
+            f"matmul precision 'tf32' needs a CUDA device of compute capability >= 8, not {dev}; use 'fp32' or 'auto'"
+        )
     return mode
 
 

@@ -3,6 +3,7 @@
 Every table is `reports/tables/<id>.csv` with at least `method, metric, paper, ours`
 (`paper` empty where the paper has no number), `<id>.md` and `<id>.meta.json`.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,10 +31,16 @@ def git_commit(root: Path | None = None) -> str:
         return os.environ["ORDERLIB_GIT_COMMIT"]
     root = root or repo_root()
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"],
-                               cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -43,8 +50,12 @@ def model_record(seconds: float | None, trained_at: str | None, loaded: bool, **
     """One trained model's provenance: its training time (s to the millisecond, summed over resumes; None: not
     recorded), the commit whose code trained it (None: a checkpoint from before this was recorded)
     and whether this run loaded it, in whole or in part, from a checkpoint."""
-    return {"train_seconds": None if seconds is None else round(float(seconds), 3), "trained_at": trained_at,
-            "loaded_from_checkpoint": bool(loaded), **extra}
+    return {
+        "train_seconds": None if seconds is None else round(float(seconds), 3),
+        "trained_at": trained_at,
+        "loaded_from_checkpoint": bool(loaded),
+        **extra,
+    }
 
 
 def training_provenance(models: dict[str, dict], commit: str) -> dict:
@@ -57,11 +68,17 @@ def training_provenance(models: dict[str, dict], commit: str) -> dict:
     elif not others:
         note = f"all {len(models)} models trained at this report's commit, in this run or resumed from it"
     else:
-        note = (f"{len(others)} of {len(models)} models were trained at another commit than this report's "
-                f"and loaded from checkpoints: {', '.join(others)}")
-    return {"train_seconds_total": round(sum(m["train_seconds"] or 0.0 for m in models.values()), 3),
-            "trained_at": sorted({str(m["trained_at"]) for m in models.values()}),
-            "trained_at_other_commit": others, "note": note, "models": models}
+        note = (
+            f"{len(others)} of {len(models)} models were trained at another commit than this report's "
+            f"and loaded from checkpoints: {', '.join(others)}"
+        )
+    return {
+        "train_seconds_total": round(sum(m["train_seconds"] or 0.0 for m in models.values()), 3),
+        "trained_at": sorted({str(m["trained_at"]) for m in models.values()}),
+        "trained_at_other_commit": others,
+        "note": note,
+        "models": models,
+    }
 
 
 def device_description(device, workers: int = 1) -> str:
@@ -113,7 +130,10 @@ def to_markdown(df: pd.DataFrame, title: str = "", notes: str = "") -> str:
     for col in show.columns:  # `ours` and other float columns (tie-rule bounds): 2 decimals; counts as ints
         if col == "paper" or not show[col].map(lambda x: isinstance(x, float)).any():
             continue
-        counts = col != "ours" and show[col].dropna().map(lambda x: isinstance(x, (int, float)) and float(x).is_integer()).all()
+        counts = (
+            col != "ours"
+            and show[col].dropna().map(lambda x: isinstance(x, (int, float)) and float(x).is_integer()).all()
+        )
         fmt = (lambda x: f"{int(x)}") if counts else (lambda x: f"{x:.2f}" if isinstance(x, float) else str(x))
         show[col] = show[col].map(lambda x: "" if pd.isna(x) else fmt(x))
     show = show.astype(object).where(show.notna(), "")  # a missing value reads as an empty cell, not <NA>
@@ -123,8 +143,15 @@ def to_markdown(df: pd.DataFrame, title: str = "", notes: str = "") -> str:
     return "\n".join(p for p in parts if p)
 
 
-def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | None = None,
-                title: str = "", notes: str = "", show: pd.DataFrame | None = None) -> dict[str, Path]:
+def write_table(
+    table_id: str,
+    df: pd.DataFrame,
+    meta: dict,
+    out_dir: Path | None = None,
+    title: str = "",
+    notes: str = "",
+    show: pd.DataFrame | None = None,
+) -> dict[str, Path]:
     """Write `<id>.csv`, `<id>.md`, `<id>.meta.json` under reports/tables atomically; return paths.
 
     Numbers in the CSV are rounded as cited (`cite_round`). `show`, if given, is what the Markdown renders (e.g. means ± sd without the per-seed rows
@@ -149,18 +176,30 @@ def write_table(table_id: str, df: pd.DataFrame, meta: dict, out_dir: Path | Non
 
     out_dir = Path(out_dir or repo_root() / "reports" / "tables")
     matmul = meta.get("matmul") or precision.in_effect("cuda" if str(meta["device"]).startswith("cuda") else "cpu")
-    full_meta = {"id": table_id, "git_commit": meta.get("git_commit") or git_commit(),
-                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "torch": torch.__version__,
-                 "python": platform.python_version(),
-                 **({"notebook": os.environ["ORDERLIB_NOTEBOOK"]} if os.environ.get("ORDERLIB_NOTEBOOK") else {}),
-                 **meta, "matmul": matmul}
-    paths = {"csv": out_dir / f"{table_id}.csv", "md": out_dir / f"{table_id}.md",
-             "meta": out_dir / f"{table_id}.meta.json"}
+    full_meta = {
+        "id": table_id,
+        "git_commit": meta.get("git_commit") or git_commit(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        **({"notebook": os.environ["ORDERLIB_NOTEBOOK"]} if os.environ.get("ORDERLIB_NOTEBOOK") else {}),
+        **meta,
+        "matmul": matmul,
+    }
+    paths = {
+        "csv": out_dir / f"{table_id}.csv",
+        "md": out_dir / f"{table_id}.md",
+        "meta": out_dir / f"{table_id}.meta.json",
+    }
     # All three are rendered before any is replaced, then renamed together: never a new CSV beside
     # an old meta.json.
-    atomic_write_files({paths["csv"]: rounded(df).to_csv(index=False).encode(),
-                        paths["md"]: to_markdown(df if show is None else show, title, notes).encode(),
-                        paths["meta"]: (json.dumps(full_meta, indent=2, default=str) + "\n").encode()})
+    atomic_write_files(
+        {
+            paths["csv"]: rounded(df).to_csv(index=False).encode(),
+            paths["md"]: to_markdown(df if show is None else show, title, notes).encode(),
+            paths["meta"]: (json.dumps(full_meta, indent=2, default=str) + "\n").encode(),
+        }
+    )
     return paths
 
 

@@ -1,4 +1,5 @@
 """Where a notebook run writes: reports for the full preset, scratch dirs for the others."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

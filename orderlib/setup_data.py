@@ -1,4 +1,5 @@
 """Install the datasets this project can reach: `python -m orderlib.setup_data [wordnet ...]`."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,8 +16,7 @@ def setup_wordnet() -> list[str]:
     for version in ("3.0", "3.1"):
         path = ensure_wordnet(version)
         g = load_noun_graph(version)  # builds the cached graph once
-        lines.append(f"WordNet {version}: {path} ({len(g.names):,} noun synsets, "
-                     f"{g.n_edges:,} edges, from {g.source})")
+        lines.append(f"WordNet {version}: {path} ({len(g.names):,} noun synsets, {g.n_edges:,} edges, from {g.source})")
     return lines
 
 
@@ -31,8 +31,9 @@ TARGETS = {"wordnet": setup_wordnet, "fashion-mnist": setup_fashion_mnist, "enta
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("targets", nargs="*", metavar="TARGET",
-                    help=f"what to install: {', '.join(TARGETS)} (default: all)")
+    ap.add_argument(
+        "targets", nargs="*", metavar="TARGET", help=f"what to install: {', '.join(TARGETS)} (default: all)"
+    )
     args = ap.parse_args(argv)
     unknown = [t for t in args.targets if t not in TARGETS]
     if unknown:

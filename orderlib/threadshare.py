@@ -6,6 +6,7 @@ beside it finishes and nothing else can start, it writes the whole core count th
 loop (loop.fit) follows the file at every epoch. Without the variable (a notebook run by hand)
 nothing changes.
 """
+
 from __future__ import annotations
 
 import os

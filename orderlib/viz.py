@@ -1,4 +1,5 @@
 """Figures of scenes, retrievals and regularities (matplotlib; the notebooks save them)."""
+
 from __future__ import annotations
 
 import textwrap
@@ -26,9 +27,9 @@ def plot_scenes(scenes, idx, ncols: int = 4):
     canvases = scenes.render(idx)
     for ax, k, canvas in zip(axes.flat, idx, canvases):
         _show(ax, canvas)
-        caps = "\n".join(textwrap.fill(f"{j}. {c}", 38) for j, c in enumerate(scenes.captions[5 * k:5 * k + 5]))
+        caps = "\n".join(textwrap.fill(f"{j}. {c}", 38) for j, c in enumerate(scenes.captions[5 * k : 5 * k + 5]))
         ax.set_xlabel(caps, fontsize=7, loc="left")
-    for ax in axes.flat[len(idx):]:
+    for ax in axes.flat[len(idx) :]:
         ax.axis("off")
     fig.tight_layout()
     return fig
@@ -43,8 +44,9 @@ def plot_image_retrieval(scenes, captions_idx, ranked, k: int = 5, title: str = 
         axes[row, 0].axis("off")
         axes[row, 0].text(0, 0.5, textwrap.fill(scenes.captions[c], 22), fontsize=8, va="center")
         for col, i in enumerate(top[:k]):
-            _show(axes[row, col + 1], scenes.render(int(i))[0], f"#{col + 1}",
-                  "limegreen" if int(i) == c // 5 else None)
+            _show(
+                axes[row, col + 1], scenes.render(int(i))[0], f"#{col + 1}", "limegreen" if int(i) == c // 5 else None
+            )
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -59,8 +61,9 @@ def plot_regularities(scenes, lex_caption, composition_examples, abstraction_exa
     fig, axes = plt.subplots(2 * n, k + 2, figsize=(1.8 * (k + 2), 1.9 * 2 * n), squeeze=False)
     for row, ex in enumerate(composition_examples[:n]):
         axes[row, 0].axis("off")
-        axes[row, 0].text(0, 0.5, f"max(\n'{lex_caption(ex['a'])}',\n'{lex_caption(ex['b'])}')", fontsize=8,
-                          va="center")
+        axes[row, 0].text(
+            0, 0.5, f"max(\n'{lex_caption(ex['a'])}',\n'{lex_caption(ex['b'])}')", fontsize=8, va="center"
+        )
         axes[row, 1].axis("off")
         axes[row, 1].text(0.2, 0.5, "→", fontsize=16, va="center")
         labels = scenes.labels
@@ -74,24 +77,31 @@ def plot_regularities(scenes, lex_caption, composition_examples, abstraction_exa
         axes[row, 2].axis("off")
         axes[row, 2].text(0.1, 0.5, "→", fontsize=16, va="center")
         axes[row, 3].axis("off")
-        axes[row, 3].text(0, 0.5, f"'{ex['caption']}'", fontsize=9, va="center",
-                          color="green" if ex["common"] else "red")
+        axes[row, 3].text(
+            0, 0.5, f"'{ex['caption']}'", fontsize=9, va="center", color="green" if ex["common"] else "red"
+        )
         for col in range(4, k + 2):
             axes[row, col].axis("off")
     fig.tight_layout()
     return fig
 
 
-def plot_label_predictions(trained: dict, spaces, test, idx, exp, candidates=None, k: int = 5,
-                           methods=("softmax baseline", "devise")):
+def plot_label_predictions(
+    trained: dict, spaces, test, idx, exp, candidates=None, k: int = 5, methods=("softmax baseline", "devise")
+):
     """One row per test image: the image, then each method's top-k labels (true label in bold)."""
     import matplotlib.pyplot as plt
 
     candidates = spaces.classes if candidates is None else candidates
     images = test.images[list(idx)]
     ranked = {m: exp.ranking(trained, m, spaces, images, candidates, k) for m in methods}
-    fig, axes = plt.subplots(len(idx), 1 + len(methods), figsize=(1.6 + 2.4 * len(methods), 1.6 * len(idx)),
-                             squeeze=False, gridspec_kw={"width_ratios": [1] + [1.5] * len(methods)})
+    fig, axes = plt.subplots(
+        len(idx),
+        1 + len(methods),
+        figsize=(1.6 + 2.4 * len(methods), 1.6 * len(idx)),
+        squeeze=False,
+        gridspec_kw={"width_ratios": [1] + [1.5] * len(methods)},
+    )
     for row, i in enumerate(idx):
         _show(axes[row, 0], test.images[i], exp.label_name(spaces, spaces.classes[test.labels[i]]))
         true = spaces.classes[test.labels[i]]
@@ -101,8 +111,14 @@ def plot_label_predictions(trained: dict, spaces, test, idx, exp, candidates=Non
             if row == 0:
                 ax.set_title(m, fontsize=9)
             for j, lab in enumerate(ranked[m][row]):
-                ax.text(0, 0.9 - 0.19 * j, exp.label_name(spaces, int(lab)), fontsize=8,
-                        fontweight="bold" if lab == true else "normal", transform=ax.transAxes)
+                ax.text(
+                    0,
+                    0.9 - 0.19 * j,
+                    exp.label_name(spaces, int(lab)),
+                    fontsize=8,
+                    fontweight="bold" if lab == true else "normal",
+                    transform=ax.transAxes,
+                )
     fig.tight_layout()
     return fig
 
@@ -135,9 +151,10 @@ def plot_pair_predictions(images, examples, ncols: int = 5):
     fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 4.0 * nrows), squeeze=False)
     for ax, (i, gt, preds) in zip(axes.flat, examples):
         _show(ax, images[i], f"GT: {gt}", "tab:green" if preds[0] == gt else "tab:red")
-        ax.set_xlabel("\n".join(f"{r + 1}. {p}" + (" *" if p == gt else "") for r, p in enumerate(preds)),
-                      fontsize=7, loc="left")
-    for ax in axes.flat[len(examples):]:
+        ax.set_xlabel(
+            "\n".join(f"{r + 1}. {p}" + (" *" if p == gt else "") for r, p in enumerate(preds)), fontsize=7, loc="left"
+        )
+    for ax in axes.flat[len(examples) :]:
         ax.axis("off")
     fig.tight_layout()
     return fig
@@ -150,10 +167,10 @@ def plot_arithmetic(images, examples, ncols: int = 3):
 
     nrows = -(-len(examples) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 4.2 * nrows), squeeze=False)
-    for ax, (i, gt, kind, old, new, top) in zip(axes.flat, examples):
+    for ax, (i, gt, _kind, old, new, top) in zip(axes.flat, examples):
         _show(ax, images[i], textwrap.fill(f"[{gt}] - F({old}) + F({new})", 30))
         ax.set_xlabel("\n".join(f"{r + 1}. {p}" for r, p in enumerate(top)), fontsize=7, loc="left")
-    for ax in axes.flat[len(examples):]:
+    for ax in axes.flat[len(examples) :]:
         ax.axis("off")
     fig.tight_layout()
     return fig
@@ -170,14 +187,15 @@ def plot_fact_retrievals(images, i2f, f2i, ncols: int = 6):
     fig, axes = plt.subplots(1 + len(f2i), ncols, figsize=(2.4 * ncols, 3.6 + 2.0 * len(f2i)), squeeze=False)
     for ax, (i, gt, preds) in zip(axes[0], i2f):
         _show(ax, images[i], gt, None if not preds else "tab:green" if preds[0] == gt else "tab:red")
-        ax.set_xlabel("\n".join(f"{r + 1}. {p}" + (" *" if p == gt else "") for r, p in enumerate(preds)),
-                      fontsize=6, loc="left")
-    for ax in axes[0][len(i2f):]:
+        ax.set_xlabel(
+            "\n".join(f"{r + 1}. {p}" + (" *" if p == gt else "") for r, p in enumerate(preds)), fontsize=6, loc="left"
+        )
+    for ax in axes[0][len(i2f) :]:
         ax.axis("off")
     for row, (fact, ranked, hits) in zip(axes[1:], f2i):
         for r, (ax, i, hit) in enumerate(zip(row, ranked, hits)):
             _show(ax, images[i], f"{fact} #{r + 1}" if r == 0 else f"#{r + 1}", "tab:green" if hit else "tab:red")
-        for ax in row[len(ranked):]:
+        for ax in row[len(ranked) :]:
             ax.axis("off")
     fig.tight_layout()
     return fig
@@ -199,13 +217,21 @@ def plot_fact_curves(scale, per_fact):
         tag = "" if name is None else f" [{name} protocol]"
         for (m, c), g in sc.groupby(["method", "candidates"], sort=False):
             g = g.sort_values("facts")
-            a.plot(g["facts"], g["K1"], marker="o", color=colours[m], ls="-" if c == "all facts" else "--",
-                   label=m if c == "all facts" else None)
+            a.plot(
+                g["facts"],
+                g["K1"],
+                marker="o",
+                color=colours[m],
+                ls="-" if c == "all facts" else "--",
+                label=m if c == "all facts" else None,
+            )
         a.set_xscale("log")
         a.set_xlabel("facts (log)")
         a.set_ylabel("K1 (%)")
-        a.set_title(f"Figure 4: K1 as the number of facts grows{tag}\n(solid: all facts; dashed: facts of the "
-                    "image's order)", fontsize=9)
+        a.set_title(
+            f"Figure 4: K1 as the number of facts grows{tag}\n(solid: all facts; dashed: facts of the image's order)",
+            fontsize=9,
+        )
         bins = list(dict.fromkeys(pf["bin"]))
         for m, g in pf.groupby("method", sort=False):
             a_ = g.set_index("bin").reindex(bins)

@@ -63,6 +63,7 @@ def interrupt_then_resume(tmp_path, monkeypatch):
     """run(module, train, at): call train(checkpoint) with module.train_epoch raising
     KeyboardInterrupt at epoch `at` (its fifth argument), then call it again uninterrupted from the
     same checkpoint; return (resumed result, checkpoint path)."""
+
     def run(module, train, at: int):
         real = module.train_epoch
 
@@ -112,4 +113,5 @@ def benchmark_module():
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         return mod
+
     return load

@@ -6,12 +6,15 @@ Each rank checks one global batch's loss and gradients against one process's (an
 wrong ways of sharding, which must differ), trains the tiny retrieval and entailment models below
 data-parallel (rank 0 checkpointing into OUT), and writes what it found to OUT/rank<r>.pt.
 """
+
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from test_train_entailment import _toy as toy_pairs
+from test_train_retrieval import _toy_split
 
 from orderlib import distributed as ddp
 from orderlib.encoders.entailment import entailment_loss
@@ -19,10 +22,15 @@ from orderlib.losses import in_batch_loss
 from orderlib.training.entailment import EntailmentConfig, _build, shard_loss, train_entailment_model
 from orderlib.training.entailment import evaluate as evaluate_entailment
 from orderlib.training.entailment import prepare as prepare_entailment
-from orderlib.training.retrieval import (Encoders, RetrievalConfig, build_model, evaluate, prepare, sharded_penalties,
-                                      train_retrieval_model)
-from test_train_entailment import _toy as toy_pairs
-from test_train_retrieval import _toy_split
+from orderlib.training.retrieval import (
+    Encoders,
+    RetrievalConfig,
+    build_model,
+    evaluate,
+    prepare,
+    sharded_penalties,
+    train_retrieval_model,
+)
 
 # 21 training images in batches of 8: the last batch (5) splits 3 + 2, the second rank's shard padded.
 RETRIEVAL = RetrievalConfig(word_dim=8, dim=16, batch=8, lr=1e-2, epochs=3, patience=3)
@@ -110,16 +118,31 @@ def main(out: Path) -> None:
     device = ddp.local_device("cpu")
     with ddp.process_group(device):
         rdata, edata = retrieval_data(), entailment_data()
-        found = {"world_size": ddp.world_size(),
-                 "gradients": {**{f"retrieval {loss}, batch {n}": retrieval_gradients(rdata, loss, n)
-                                  for loss in ("sum", "max", "infonce") for n in BATCHES},
-                               **{f"entailment, batch {n}": entailment_gradients(edata, n) for n in BATCHES}}}
+        found = {
+            "world_size": ddp.world_size(),
+            "gradients": {
+                **{
+                    f"retrieval {loss}, batch {n}": retrieval_gradients(rdata, loss, n)
+                    for loss in ("sum", "max", "infonce")
+                    for n in BATCHES
+                },
+                **{f"entailment, batch {n}": entailment_gradients(edata, n) for n in BATCHES},
+            },
+        }
         r = train_retrieval_model(rdata, RETRIEVAL, device, out / "retrieval.pt", progress=False, distributed=True)
         e = train_entailment_model(edata, ENTAILMENT, device, out / "entailment.pt", progress=False, distributed=True)
-        found["retrieval"] = {"history": r.history, "best_epoch": r.best_epoch, "state": r.model.state_dict(),
-                              "test": evaluate(r.model, rdata.test)}
-        found["entailment"] = {"history": e.history, "best_epoch": e.best_epoch, "state": e.model.state_dict(),
-                               "test": evaluate_entailment(e.model, edata, device)}
+        found["retrieval"] = {
+            "history": r.history,
+            "best_epoch": r.best_epoch,
+            "state": r.model.state_dict(),
+            "test": evaluate(r.model, rdata.test),
+        }
+        found["entailment"] = {
+            "history": e.history,
+            "best_epoch": e.best_epoch,
+            "state": e.model.state_dict(),
+            "test": evaluate_entailment(e.model, edata, device),
+        }
         torch.save(found, out / f"rank{ddp.rank()}.pt")
 
 

@@ -1,9 +1,20 @@
 """Fashion-MNIST Attributes: renderer, pair split, disjoint item sources, determinism."""
+
 import numpy as np
 import pytest
 
-from orderlib.data.attributes import (ATTRIBUTES, ATTRS, CANVAS, GROUP, ITEM, OBJECTS, make_attribute_images,
-                                      plain_images, render_item, split_pairs)
+from orderlib.data.attributes import (
+    ATTRIBUTES,
+    ATTRS,
+    CANVAS,
+    GROUP,
+    ITEM,
+    OBJECTS,
+    make_attribute_images,
+    plain_images,
+    render_item,
+    split_pairs,
+)
 from orderlib.data.fashion_mnist import CLASSES, FashionMNIST
 
 
@@ -11,7 +22,7 @@ def _blob(h0=6, h1=22, w0=8, w1=20) -> np.ndarray:
     """An asymmetric item: a bright block with a brighter top-left corner."""
     x = np.zeros((ITEM, ITEM), np.uint8)
     x[h0:h1, w0:w1] = 180
-    x[h0:h0 + 4, w0:w0 + 4] = 250
+    x[h0 : h0 + 4, w0 : w0 + 4] = 250
     return x
 
 

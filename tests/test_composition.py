@@ -1,4 +1,5 @@
 """Composition functions, recognisers and the attribute-object metrics."""
+
 import numpy as np
 import pytest
 import torch
@@ -67,7 +68,9 @@ def test_generalised_sweep_is_exact():
     grid = [accuracy_at_bias(scores, target, unseen, b) for b in np.linspace(-6, 6, 4001)]
     assert exact["best hm"] == pytest.approx(max(g["hm"] for g in grid), abs=0.35)
     assert exact["best hm"] >= max(g["hm"] for g in grid) - 1e-9
-    assert exact["best seen"] == pytest.approx(grid[0]["seen"]) and exact["best unseen"] == pytest.approx(grid[-1]["unseen"])
+    assert exact["best seen"] == pytest.approx(grid[0]["seen"]) and exact["best unseen"] == pytest.approx(
+        grid[-1]["unseen"]
+    )
     s, u = np.array([g["seen"] for g in grid]), np.array([g["unseen"] for g in grid])
     order = np.argsort(s, kind="stable")
     assert exact["auc"] == pytest.approx(np.trapezoid(u[order], s[order]) / 100, abs=0.3)
@@ -115,17 +118,25 @@ def _unseen_top1(model, test, unseen):
     return topk_accuracy(predict_scores(model, x, unseen), target, ks=(1,))["top-1"]
 
 
-@pytest.mark.parametrize("kind,factor", [(dict(model="vse", composer="mlp"), 3), (dict(model="visual_product"), 3),
-                                         (dict(model="order", composer="mlp", margin=0.05, lr=1e-2), 2)])
+@pytest.mark.parametrize(
+    "kind,factor",
+    [
+        (dict(model="vse", composer="mlp"), 3),
+        (dict(model="visual_product"), 3),
+        (dict(model="order", composer="mlp", margin=0.05, lr=1e-2), 2),
+    ],
+)
 def test_recognisers_compose_unseen_pairs_and_the_crf_does_not(kind, factor):
     (x, lab), test, seen, unseen = _factorised()
     chance = 100 / len(unseen)
     evaluate = lambda m: {"score": 0.0}
     base = dict(epochs=6, lr=3e-3, dim=16, hidden=16, batch=16, decay_every=100)
-    model, _ = train_recogniser(CompositionConfig(**{**base, **kind}), _words(), N_A, x, lab, seen, evaluate, "score",
-                                progress=False)
-    crf, _ = train_recogniser(CompositionConfig(**base, model="crf"), _words(), N_A, x, lab, seen, evaluate, "score",
-                              progress=False)
+    model, _ = train_recogniser(
+        CompositionConfig(**{**base, **kind}), _words(), N_A, x, lab, seen, evaluate, "score", progress=False
+    )
+    crf, _ = train_recogniser(
+        CompositionConfig(**base, model="crf"), _words(), N_A, x, lab, seen, evaluate, "score", progress=False
+    )
     assert _unseen_top1(model, test, unseen) > factor * chance
     crf_top1 = _unseen_top1(crf, test, unseen)  # per-object attribute heads do not transfer
     assert crf_top1 < 2 * chance and crf_top1 < _unseen_top1(model, test, unseen)
@@ -144,12 +155,25 @@ def test_training_resumes_and_finetunes_the_cnn(tmp_path):
     cfg = CompositionConfig(model="vse", composer="gru", epochs=2, dim=8, batch=6, finetune_epochs=1, finetune_lr=1e-2)
     calls = []
     evaluate = lambda m: calls.append(m.cnn is not None) or {"score": float(len(calls))}
-    model, fits = train_recogniser(cfg, _words(), N_A, feats, lab, seen, evaluate, "score", tmp_path / "m.pt",
-                                   False, cnn=cnn, images=images)
+    model, fits = train_recogniser(
+        cfg, _words(), N_A, feats, lab, seen, evaluate, "score", tmp_path / "m.pt", False, cnn=cnn, images=images
+    )
     assert calls == [False, False, True] and [len(f.history) for f in fits] == [2, 1]
     assert not torch.equal(model.cnn.trunk[0].weight, before["trunk.0.weight"])  # the CNN was trained
     assert torch.equal(model.cnn.trunk[1].running_mean, before["trunk.1.running_mean"])  # BN statistics kept
-    again, fits2 = train_recogniser(cfg, _words(), N_A, feats, lab, seen, evaluate, "score", tmp_path / "m.pt",
-                                    False, cnn=ItemCNN(3, 4, in_channels=3), images=images)
+    again, fits2 = train_recogniser(
+        cfg,
+        _words(),
+        N_A,
+        feats,
+        lab,
+        seen,
+        evaluate,
+        "score",
+        tmp_path / "m.pt",
+        False,
+        cnn=ItemCNN(3, 4, in_channels=3),
+        images=images,
+    )
     assert all(f.resumed for f in fits2) and len(calls) == 3  # nothing retrained
     assert torch.allclose(predict_scores(again, images, seen), predict_scores(model, images, seen))

@@ -1,4 +1,5 @@
 """benchmarks/compute_floor.py: the FLOP it divides by the GEMM peak are the step's real products."""
+
 import json
 
 import pandas as pd
@@ -23,7 +24,7 @@ def test_item_cnn_step_flops_match_a_hand_count(benchmark_module):
 def test_gemm_flops_and_timing(benchmark_module):
     cf = benchmark_module("compute_floor")
     assert cf.step_flops(cf.make_step("gemm-gru")) == 2 * 128 * 1024 * 3072
-    assert cf.step_flops(cf.peak_step()) == 2 * 2048 ** 3
+    assert cf.step_flops(cf.peak_step()) == 2 * 2048**3
     calls = []
     assert cf.seconds_per_call(lambda: calls.append(1), 0.0) >= 0 and len(calls) == 3  # at least three calls
 
@@ -32,14 +33,25 @@ def test_training_minutes_reads_bench_reproduce(monkeypatch, tmp_path, benchmark
     cf = benchmark_module("compute_floor")
     tables = tmp_path / "reports" / "tables"
     tables.mkdir(parents=True)
-    pd.DataFrame([dict(method="02_oe_table3_snli.ipynb", metric="training time of its reports' models (min)",
-                       paper=None, ours=54.1),
-                  dict(method="02_oe_table3_snli.ipynb", metric="wall time (min)", paper=None, ours=33.2),
-                  dict(method="09_sherlock_facts.ipynb", metric="training time of its reports' models (min)",
-                       paper=None, ours=70.8),
-                  dict(method="09_sherlock_facts.ipynb", metric="wall time (min)", paper=None, ours=37.2),
-                  dict(method="total", metric="wall time (min)", paper=None, ours=70.4)]
-                 ).to_csv(tables / "bench_reproduce.csv", index=False)
+    pd.DataFrame(
+        [
+            dict(
+                method="02_oe_table3_snli.ipynb",
+                metric="training time of its reports' models (min)",
+                paper=None,
+                ours=54.1,
+            ),
+            dict(method="02_oe_table3_snli.ipynb", metric="wall time (min)", paper=None, ours=33.2),
+            dict(
+                method="09_sherlock_facts.ipynb",
+                metric="training time of its reports' models (min)",
+                paper=None,
+                ours=70.8,
+            ),
+            dict(method="09_sherlock_facts.ipynb", metric="wall time (min)", paper=None, ours=37.2),
+            dict(method="total", metric="wall time (min)", paper=None, ours=70.4),
+        ]
+    ).to_csv(tables / "bench_reproduce.csv", index=False)
     (tables / "bench_reproduce.meta.json").write_text(json.dumps({"git_commit": "abc", "notebooks": {}}))
     monkeypatch.setattr(cf, "repo_root", lambda: tmp_path)
     assert cf.training_minutes() == {"02_oe_table3_snli.ipynb": 54.1}  # only notebooks of one dominant step

@@ -1,4 +1,5 @@
 """The compiled table-model step (orderlib/csrc/concept_step.cpp) against the PyTorch step it replaces."""
+
 import os
 
 import numpy as np
@@ -21,8 +22,9 @@ def kernel():
 
 
 def _stepper(name, fused, n, dim=6, loss=None, optimizer="lazy_adam", margin=1.0, **kw):
-    cfg = HypernymyConfig(model=name, dim=dim, lr=0.01, margin=margin, seed=0, loss=loss, optimizer=optimizer,
-                          model_kwargs=kw)
+    cfg = HypernymyConfig(
+        model=name, dim=dim, lr=0.01, margin=margin, seed=0, loss=loss, optimizer=optimizer, model_kwargs=kw
+    )
     model = build_concept_model(name, n, dim, 0, **kw).double()
     with torch.no_grad():  # break the init's ties (equal variances): Adam turns a zero gradient's rounding
         g = torch.Generator().manual_seed(1)  # noise into whole steps, which no two implementations share
@@ -108,8 +110,16 @@ def test_compiled_flush_matches_rowadam_flush(name, kw):
 def test_fused_step_keeps_constraints():
     model, _, _ = _train("order-embeddings", True, steps=20, idle_from=set(range(0, 20, 3)))
     assert (model.emb.weight >= 0).all()
-    model, _, _ = _train("density order embeddings", True, steps=20, gamma=0.0, margin=50.0, var_min=1e-3,
-                         var_max=1e-2, idle_from=set(range(0, 20, 3)))
+    model, _, _ = _train(
+        "density order embeddings",
+        True,
+        steps=20,
+        gamma=0.0,
+        margin=50.0,
+        var_min=1e-3,
+        var_max=1e-2,
+        idle_from=set(range(0, 20, 3)),
+    )
     lv = model.log_var.weight
     assert (lv >= np.log(1e-3) - 1e-12).all() and (lv <= np.log(1e-2) + 1e-12).all()
     assert lv.min() < lv.max()  # it moved within the box
@@ -118,6 +128,7 @@ def test_fused_step_keeps_constraints():
 @pytest.mark.parametrize("exact_until", [2000, 30])
 def test_fused_catch_up_over_long_idle_spans(exact_until):
     """Rows idle for more than the 128-step window, before and after the exact branch ends."""
+
     def run(fused):
         model, st, cfg = _stepper("order-embeddings", fused, n=40)
         st.rows.EXACT_UNTIL = exact_until

@@ -1,21 +1,27 @@
 """The later hypernymy models: boxes, Gumbel boxes, density order embeddings, Poincare embeddings
 and hyperbolic entailment cones (energies by hand, constraints, short training runs)."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
+from test_train_hypernymy import chain_forest
 
-from orderlib import losses, penalties as P
+from orderlib import losses
+from orderlib import penalties as P
 from orderlib.data.hypernymy import make_splits
 from orderlib.encoders.concepts import CONCEPT_MODELS, build_concept_model
 from orderlib.encoders.hyperbolic import init_from_poincare
 from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 
-from test_train_hypernymy import chain_forest
-
-LATER = ["box embeddings", "Gumbel box embeddings", "density order embeddings", "Poincaré embeddings",
-         "hyperbolic entailment cones"]
+LATER = [
+    "box embeddings",
+    "Gumbel box embeddings",
+    "density order embeddings",
+    "Poincaré embeddings",
+    "hyperbolic entailment cones",
+]
 T = lambda *rows: torch.tensor(rows, dtype=torch.float64)  # noqa: E731
 
 
@@ -32,6 +38,7 @@ def test_registered_under_their_names():
 
 
 # --- boxes ---------------------------------------------------------------------------------------
+
 
 def test_box_energy_hand_case():
     # u = [.2,.4] x [.2,.4] (volume .04), v = [.3,.9] x [0,1]: meet [.3,.4] x [.2,.4] (volume .02)
@@ -78,6 +85,7 @@ def test_nested_boxes_low_energy_reversed_high(name):
 
 # --- density order embeddings ----------------------------------------------------------------------
 
+
 def test_density_order_violation_hand_case():
     # KL(N(0, 1) || N(1, 2)) = 0.5 (1/2 + 1/2 - 1 + log 2) = 0.5 log 2
     args = T([0.0]), T([1.0]), T([1.0]), T([2.0])
@@ -100,6 +108,7 @@ def test_density_order_embeddings_nested_and_reversed():
 
 # --- Poincare embeddings ----------------------------------------------------------------------------
 
+
 def test_poincare_distance_closed_form():
     g = torch.Generator().manual_seed(0)
     x = torch.rand(50, 4, generator=g, dtype=torch.float64) - 0.5
@@ -120,6 +129,7 @@ def test_poincare_isa_energy_orders_nested_pair_below_reversed():
 
 
 # --- hyperbolic entailment cones --------------------------------------------------------------------
+
 
 def test_cone_aperture_and_angle_hand_cases():
     assert P.cone_aperture(T([0.5, 0.0]), K=0.1).item() == pytest.approx(math.asin(0.1 * 0.75 / 0.5))
@@ -178,11 +188,17 @@ def test_short_run_separates_pairs_and_keeps_constraints(data, name):
 
 
 def test_cones_from_poincare_init_separate_pairs_and_stay_in_annulus(data):
-    pe = train_concept_model(data, HypernymyConfig(model="Poincaré embeddings", dim=10, epochs=30, batch=32,
-                                                   patience=30, **SETTINGS["Poincaré embeddings"]), progress=False)
+    pe = train_concept_model(
+        data,
+        HypernymyConfig(
+            model="Poincaré embeddings", dim=10, epochs=30, batch=32, patience=30, **SETTINGS["Poincaré embeddings"]
+        ),
+        progress=False,
+    )
     init = init_from_poincare(pe.model)
-    cfg = HypernymyConfig(model="hyperbolic entailment cones", dim=10, epochs=20, batch=32, patience=20,
-                          lr=0.01, margin=0.01)
+    cfg = HypernymyConfig(
+        model="hyperbolic entailment cones", dim=10, epochs=20, batch=32, patience=20, lr=0.01, margin=0.01
+    )
     r = train_concept_model(data, cfg, progress=False, init=init)
     assert r.dev_accuracy > 80 and r.test_accuracy > 75, (r.dev_accuracy, r.test_accuracy)
     norms = r.model.emb.weight.norm(dim=-1)
@@ -193,8 +209,9 @@ def test_cones_from_poincare_init_separate_pairs_and_stay_in_annulus(data):
 def test_one_step_keeps_constraints_even_with_a_huge_rate(data):
     for name in ["Poincaré embeddings", "hyperbolic entailment cones", "box embeddings"]:
         for opt in ["lazy_adam", "adam"]:
-            cfg = HypernymyConfig(model=name, dim=5, epochs=1, batch=64, lr=5.0, patience=1, optimizer=opt,
-                                  train_fraction=0.3)
+            cfg = HypernymyConfig(
+                model=name, dim=5, epochs=1, batch=64, lr=5.0, patience=1, optimizer=opt, train_fraction=0.3
+            )
             m = train_concept_model(data, cfg, progress=False).model
             assert all(torch.isfinite(t).all() for t in m.tables().values())
             if name == "Poincaré embeddings":

@@ -1,4 +1,5 @@
 """CUDA paths: skipped without a GPU (CI has none); run them on a machine that has one."""
+
 import pytest
 import torch
 
@@ -104,8 +105,15 @@ def test_triton_backward_replayed_from_cuda_graph_equals_eager():
             w = torch.ones(1, 1, device="cuda").expand(shape[0], shape[1])  # what e.sum().backward() passes
         got.append(K.graphed_backward(w, x, y))
         want.append(K.backward(w, x, y))
-    key = ((shape[0], shape[1]), (shape[0], shape[2]), (shape[1], shape[2]), torch.float32, torch.float32,
-           torch.float32, x.device)
+    key = (
+        (shape[0], shape[1]),
+        (shape[0], shape[2]),
+        (shape[1], shape[2]),
+        torch.float32,
+        torch.float32,
+        torch.float32,
+        x.device,
+    )
     assert K._graphs.get(key) is not None, K.status()
     for (gx, gy), (rx, ry) in zip(got, want):
         assert torch.equal(gx, rx) and torch.equal(gy, ry)

@@ -1,5 +1,6 @@
 """DeViSE pieces: hierarchical precision on a hand-built hierarchy, the hinge rank loss on hand
 cases, skip-gram vectors on a toy corpus, word-vector files, and the model's two scores."""
+
 import numpy as np
 import pytest
 import torch
@@ -47,8 +48,10 @@ def test_hinge_rank_hand_cases():
     # image 0: violations 0.1 - 0.5 + s_j for j = 1, 2, 3: 0.05, -0.4, 0.08 -> sum 0.13; image 1: none
     assert hinge_rank(scores, target, 0.1, first_violator=False).item() == pytest.approx(0.13 / 2)
     # first violator: image 0 contributes 0.05 or 0.08 (which one depends on the random order)
-    seen = {round(hinge_rank(scores, target, 0.1, generator=torch.Generator().manual_seed(s)).item() * 2, 4)
-            for s in range(40)}
+    seen = {
+        round(hinge_rank(scores, target, 0.1, generator=torch.Generator().manual_seed(s)).item() * 2, 4)
+        for s in range(40)
+    }
     assert seen == {0.05, 0.08}
     assert hinge_rank(torch.tensor([[1.0, 0.0]]), torch.tensor([0]), 0.1).item() == 0.0
 
@@ -121,8 +124,9 @@ def test_train_devise_learns_and_leaves_the_given_cnn_alone(toy_items):
     cnn, _ = train_item_cnn(x, y, hx, hy, CNNConfig(epochs=2, batch=64, width=4), progress=False)
     before = {k: v.clone() for k, v in cnn.state_dict().items()}
     labels = torch.nn.functional.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(0)), dim=1)
-    model, hist = train_devise(cnn, x, y, hx, hy, labels, DeViSEConfig(epochs=4, finetune_epochs=1, batch=64, lr=1e-2),
-                               progress=False)
+    model, hist = train_devise(
+        cnn, x, y, hx, hy, labels, DeViSEConfig(epochs=4, finetune_epochs=1, batch=64, lr=1e-2), progress=False
+    )
     assert hist[-1]["stage"] == "fine-tuned" and len(hist) == 5
     pred = rank_labels(model, embed_images(model, hx), labels, 1)[:, 0]
     assert (pred == hy).mean() > 0.8
@@ -149,8 +153,12 @@ def test_definition_vectors_bring_synsets_with_related_glosses_together():
 
     corpus = _toy_corpus()
     wv = train_skipgram(corpus, SkipGramConfig(dim=16, window=3, epochs=20, subsample=0, seed=0))
-    syns = [Syn(["kitten"], "a young cat with fur"), Syn(["puppy"], "a young dog with a tail"),
-            Syn(["mallet"], "a hammer of wood"), Syn(["nothing_known"], "zzz")]
+    syns = [
+        Syn(["kitten"], "a young cat with fur"),
+        Syn(["puppy"], "a young dog with a tail"),
+        Syn(["mallet"], "a hammer of wood"),
+        Syn(["nothing_known"], "zzz"),
+    ]
     vec = definition_vectors(wv, syns, Counter(w for s in corpus for w in s))
     assert vec.shape == (4, 16) and np.allclose(np.linalg.norm(vec[:3], axis=1), 1, atol=1e-5)
     assert vec[0] @ vec[1] > vec[0] @ vec[2] and vec[1] @ vec[0] > vec[1] @ vec[2]
@@ -162,8 +170,16 @@ def test_lemma_vectors_from_a_word_vector_file(tmp_path):
     path = tmp_path / "glove.txt"
     path.write_text("gym_shoe 1 0 0\ngym 0 1 0\nshoe 0 0 1\nsandal 0 1 1\nfoot 3 4 0\n")
     wv = load_word_vectors(path)
-    vec = lemma_vectors(wv, [Syn(["gym_shoe", "sneaker"], "x"), Syn(["tennis_shoe"], "x"),
-                             Syn(["Sandal"], "x"), Syn(["flip-flop"], "worn on the foot"), Syn(["zzz"], "qqq")])
+    vec = lemma_vectors(
+        wv,
+        [
+            Syn(["gym_shoe", "sneaker"], "x"),
+            Syn(["tennis_shoe"], "x"),
+            Syn(["Sandal"], "x"),
+            Syn(["flip-flop"], "worn on the foot"),
+            Syn(["zzz"], "qqq"),
+        ],
+    )
     assert np.allclose(vec[0], [1, 0, 0])  # the phrase itself
     assert np.allclose(vec[1], [0, 0, 1])  # "tennis" unknown: the known part, "shoe"
     assert np.allclose(vec[2], np.array([0, 1, 1]) / np.sqrt(2))  # lemma case folded
@@ -181,10 +197,20 @@ def test_trained_models_record_their_provenance_and_a_reload_says_loaded(toy_ite
     labels = torch.nn.functional.normalize(torch.randn(3, 8, generator=torch.Generator().manual_seed(0)), dim=1)
 
     def run():
-        cnn, _ = train_item_cnn(x, y, hx, hy, CNNConfig(epochs=1, batch=64, width=4), progress=False,
-                                checkpoint=tmp_path / "cnn.pt")
-        model, _ = train_devise(cnn, x, y, hx, hy, labels, DeViSEConfig(epochs=2, finetune_epochs=1, batch=64),
-                                progress=False, checkpoint_dir=tmp_path)
+        cnn, _ = train_item_cnn(
+            x, y, hx, hy, CNNConfig(epochs=1, batch=64, width=4), progress=False, checkpoint=tmp_path / "cnn.pt"
+        )
+        model, _ = train_devise(
+            cnn,
+            x,
+            y,
+            hx,
+            hy,
+            labels,
+            DeViSEConfig(epochs=2, finetune_epochs=1, batch=64),
+            progress=False,
+            checkpoint_dir=tmp_path,
+        )
         return cnn.provenance, model.provenance
 
     (cnn1, dev1), (cnn2, dev2) = run(), run()

@@ -1,5 +1,6 @@
 """Data-parallel training under torchrun (orderlib.distributed): two CPU processes on gloo
 (tests/ddp_worker.py) compute one process's loss and gradients and train one process's models."""
+
 import json
 import os
 import socket
@@ -7,17 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ddp_worker as worker
 import numpy as np
 import pytest
 import torch
 
-import ddp_worker as worker
 from orderlib import distributed as ddp
 from orderlib.checkpoint import load_checkpoint
+from orderlib.training import fit
 from orderlib.training.entailment import evaluate as evaluate_entailment
 from orderlib.training.entailment import train_entailment_model
 from orderlib.training.retrieval import evaluate, train_retrieval_model
-from orderlib.training import fit
 
 # Tolerances, two processes against one (float32 on CPU; they differ by float rounding only: the
 # order of the sums over shards and ranks). Seen on this machine in parentheses.
@@ -39,10 +40,18 @@ def _free_port() -> int:
 def two_processes(tmp_path_factory):
     """Run tests/ddp_worker.py under torchrun on 2 CPU processes; return (its folder, each rank's findings)."""
     out = tmp_path_factory.mktemp("ddp")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
-           "--master_addr=127.0.0.1", f"--master_port={_free_port()}", str(Path(worker.__file__)), str(out)]
-    done = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=600)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={_free_port()}",
+        str(Path(worker.__file__)),
+        str(out),
+    ]
+    done = subprocess.run(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-6000:]
     return out, [torch.load(out / f"rank{r}.pt", weights_only=True) for r in range(2)]
 
@@ -107,10 +116,14 @@ def test_a_sharded_batch_has_one_process_loss_and_gradients(two_processes):
 def test_two_processes_train_the_one_process_models(two_processes, one_thread):
     _, (first, second) = two_processes
     rdata, edata = worker.retrieval_data(), worker.entailment_data()
-    one = {"retrieval": train_retrieval_model(rdata, worker.RETRIEVAL, progress=False),
-           "entailment": train_entailment_model(edata, worker.ENTAILMENT, progress=False)}
-    tests = {"retrieval": evaluate(one["retrieval"].model, rdata.test),
-             "entailment": evaluate_entailment(one["entailment"].model, edata, "cpu")}
+    one = {
+        "retrieval": train_retrieval_model(rdata, worker.RETRIEVAL, progress=False),
+        "entailment": train_entailment_model(edata, worker.ENTAILMENT, progress=False),
+    }
+    tests = {
+        "retrieval": evaluate(one["retrieval"].model, rdata.test),
+        "entailment": evaluate_entailment(one["entailment"].model, edata, "cpu"),
+    }
     for name, r in one.items():
         two = first[name]
         assert _weights_apart(two["state"], second[name]["state"]) == 0  # the ranks hold one model
@@ -137,10 +150,12 @@ def _flat(metrics: dict, prefix: str = "") -> dict:
 def test_the_checkpoint_serves_a_single_process_run(two_processes):
     """Rank 0 wrote the checkpoint under the key of a single-process run: a notebook loads it at once."""
     out, (first, _) = two_processes
-    r = train_retrieval_model(worker.retrieval_data(), worker.RETRIEVAL, checkpoint=out / "retrieval.pt",
-                              progress=False)
-    e = train_entailment_model(worker.entailment_data(), worker.ENTAILMENT, checkpoint=out / "entailment.pt",
-                               progress=False)
+    r = train_retrieval_model(
+        worker.retrieval_data(), worker.RETRIEVAL, checkpoint=out / "retrieval.pt", progress=False
+    )
+    e = train_entailment_model(
+        worker.entailment_data(), worker.ENTAILMENT, checkpoint=out / "entailment.pt", progress=False
+    )
     for name, res in (("retrieval", r), ("entailment", e)):
         assert res.resumed and _weights_apart(res.model.state_dict(), first[name]["state"]) == 0
         assert load_checkpoint(out / f"{name}.pt")["processes"] == 2
@@ -150,23 +165,32 @@ def test_the_launcher_builds_what_the_notebooks_build():
     """orderlib.tools.train_parallel copies the notebooks' config and checkpoint lines: keep them in step."""
     launcher = (REPO / "orderlib/tools/train_parallel.py").read_text()
     for notebook, lines in {
-        "03_oe_table2_retrieval": ['cfg = {**exp.PRESETS[PRESET], "data": DATA, **({"rows": rows} if rows else {})}',
-                                   'paths = run_paths(f"oe_retrieval_{DATA}", PRESET)'],
-        "02_oe_table3_snli": ['cfg = {**exp.PRESETS[PRESET], "data": DATA}', 'cfg["datasets"] = ["snli"]',
-                              'paths = run_paths("oe_table3_snli", PRESET)']}.items():
+        "03_oe_table2_retrieval": [
+            'cfg = {**exp.PRESETS[PRESET], "data": DATA, **({"rows": rows} if rows else {})}',
+            'paths = run_paths(f"oe_retrieval_{DATA}", PRESET)',
+        ],
+        "02_oe_table3_snli": [
+            'cfg = {**exp.PRESETS[PRESET], "data": DATA}',
+            'cfg["datasets"] = ["snli"]',
+            'paths = run_paths("oe_table3_snli", PRESET)',
+        ],
+    }.items():
         cells = json.loads((REPO / f"notebooks/{notebook}.ipynb").read_text())["cells"]
         source = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
         for line in lines:
             assert line in source, (notebook, line)
             ours = line.replace("PRESET]", "args.preset]").replace(", PRESET)", ", args.preset)")
-            ours = ours.replace('"data": DATA', '"data": args.data').replace('"matmul": MATMUL', '"matmul": args.matmul').replace("{DATA}", "{args.data}")
+            ours = (
+                ours.replace('"data": DATA', '"data": args.data')
+                .replace('"matmul": MATMUL', '"matmul": args.matmul')
+                .replace("{DATA}", "{args.data}")
+            )
             assert ours in launcher, (notebook, ours)
         assert "matmul = precision.use(MATMUL, device)" in source and 'cfg["matmul"] = matmul' in source
     assert launcher.count('cfg["matmul"] = precision.use(args.matmul, device)') == 2
 
 
-def test_the_launcher_without_torchrun_trains_into_the_notebooks_checkpoints(tmp_path, monkeypatch, capsys,
-                                                                           one_thread):
+def test_the_launcher_without_torchrun_trains_into_the_notebooks_checkpoints(tmp_path, monkeypatch, capsys, one_thread):
     """One process, toy data in place of the notebooks': the models land where the notebooks look
     (run_paths of their names) and a second run loads them."""
     from types import SimpleNamespace

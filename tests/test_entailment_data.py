@@ -38,11 +38,14 @@ def test_official_jsonl_layout_and_label_mapping(tmp_path):
     assert kept.label_counts() == {"entailment": 1, "neutral": 1, "contradiction": 1, "-": 1}
 
 
-@pytest.mark.parametrize("line,message", [
-    ('{"sentence1": "a", "sentence2": "b"', "not a JSON object"),
-    ('{"sentence1": "a", "gold_label": "entailment"}', "missing field"),
-    ('{"sentence1": "a", "sentence2": "b", "gold_label": "maybe"}', "unknown gold_label"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ('{"sentence1": "a", "sentence2": "b"', "not a JSON object"),
+        ('{"sentence1": "a", "gold_label": "entailment"}', "missing field"),
+        ('{"sentence1": "a", "sentence2": "b", "gold_label": "maybe"}', "unknown gold_label"),
+    ],
+)
 def test_malformed_jsonl_names_file_and_line(tmp_path, line, message):
     good = {"sentence1": "a", "sentence2": "b", "gold_label": "entailment"}
     p = _jsonl(tmp_path / "snli_1.0_dev.jsonl", [good, line])
@@ -50,10 +53,13 @@ def test_malformed_jsonl_names_file_and_line(tmp_path, line, message):
         E.read_snli_jsonl(p)
 
 
-@pytest.mark.parametrize("line,message", [
-    ("a premise\ta hypothesis", "expected 3 tab-separated fields, found 2"),
-    ("a premise\ta hypothesis\tentailment", "label must be 0, 1 or 2"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ("a premise\ta hypothesis", "expected 3 tab-separated fields, found 2"),
+        ("a premise\ta hypothesis\tentailment", "label must be 0, 1 or 2"),
+    ],
+)
 def test_malformed_tsv_names_file_and_line(tmp_path, line, message):
     p = tmp_path / "dev.tsv"
     p.write_text("x\ty\t0\n" + line + "\n")
@@ -70,8 +76,9 @@ def test_missing_dataset_says_where_it_looked(tmp_path, monkeypatch):
         E.read_pairs_tsv(tmp_path / "absent.tsv")
 
 
-@pytest.mark.skipif(not (E.available("snli") and E.available("sick")),
-                    reason="SNLI/SICK not found. " + E.how_to_get("snli", "sick"))
+@pytest.mark.skipif(
+    not (E.available("snli") and E.available("sick")), reason="SNLI/SICK not found. " + E.how_to_get("snli", "sick")
+)
 def test_real_snli_and_sick_splits():
     """The TSV copies where they are, else the official releases: the same pairs ('-' labels dropped)."""
     test = E.load_pairs("snli", "test")

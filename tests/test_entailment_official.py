@@ -1,5 +1,6 @@
 """SNLI 1.0 and SICK as released: SICK.txt's splits, the fallback from TSV copies to the official
 release, and the data step's download (from a local file:// archive)."""
+
 import json
 import zipfile
 
@@ -8,8 +9,10 @@ import pytest
 from orderlib.data.entailment import available, download_release, load_pairs, read_sick_txt
 from orderlib.paths import DataError
 
-HEAD = ("pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\tentailment_BA\t"
-        "sentence_A_original\tsentence_B_original\tsentence_A_dataset\tsentence_B_dataset\tSemEval_set")
+HEAD = (
+    "pair_ID\tsentence_A\tsentence_B\tentailment_label\trelatedness_score\tentailment_AB\tentailment_BA\t"
+    "sentence_A_original\tsentence_B_original\tsentence_A_dataset\tsentence_B_dataset\tSemEval_set"
+)
 
 
 def sick_row(i, a, b, label, split):
@@ -18,10 +21,12 @@ def sick_row(i, a, b, label, split):
 
 @pytest.fixture
 def sick_file(tmp_path):
-    rows = [sick_row(1, "A dog runs", "An animal runs", "ENTAILMENT", "TRAIN"),
-            sick_row(2, "A man sings", "Nobody sings", "CONTRADICTION", "TRIAL"),
-            sick_row(3, "A cat sleeps", "A cat is tired", "NEUTRAL", "TEST"),
-            sick_row(4, "Two kids play", "Kids are playing", "ENTAILMENT", "TEST")]
+    rows = [
+        sick_row(1, "A dog runs", "An animal runs", "ENTAILMENT", "TRAIN"),
+        sick_row(2, "A man sings", "Nobody sings", "CONTRADICTION", "TRIAL"),
+        sick_row(3, "A cat sleeps", "A cat is tired", "NEUTRAL", "TEST"),
+        sick_row(4, "Two kids play", "Kids are playing", "ENTAILMENT", "TEST"),
+    ]
     path = tmp_path / "sick_official" / "SICK.txt"
     path.parent.mkdir()
     path.write_text(HEAD + "\n" + "\n".join(rows) + "\n")

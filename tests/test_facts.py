@@ -1,11 +1,20 @@
 """Fashion-MNIST Facts: fact structure, true relations in the pixels, long tail, Table 5 cases, loader."""
+
 import numpy as np
-import torch
 import pytest
+import torch
 
 from orderlib.data.attributes import CANVAS, OBJECTS
-from orderlib.data.facts import (CASES, RELATIONS, Fact, all_facts, generalisation_cases, long_tail_counts,
-                                 make_fact_images, read_fact_annotations)
+from orderlib.data.facts import (
+    CASES,
+    RELATIONS,
+    Fact,
+    all_facts,
+    generalisation_cases,
+    long_tail_counts,
+    make_fact_images,
+    read_fact_annotations,
+)
 from orderlib.data.fashion_mnist import FashionMNIST
 from orderlib.paths import DataError
 
@@ -14,7 +23,7 @@ def fake(split: str, n: int) -> FashionMNIST:
     labels = np.arange(n) % 10
     images = np.zeros((n, 28, 28), np.uint8)
     for c in range(10):  # each class its own shape: a block of class-dependent height and width
-        images[labels == c, 4:10 + 2 * c, 14 - c:14 + c + 2] = 40 + 20 * c
+        images[labels == c, 4 : 10 + 2 * c, 14 - c : 14 + c + 2] = 40 + 20 * c
     return FashionMNIST(images, labels, split)
 
 
@@ -27,7 +36,10 @@ def test_facts_and_phrases():
     facts = all_facts()
     assert len(facts) == 10 + 200 + 600 == len(set(facts))
     assert [f.order for f in (facts[0], facts[10], facts[-1])] == [1, 2, 3]
-    assert Fact("sandal", "red").phrase() == "red sandal" and str(Fact("sandal", "left of", "bag")) == "<sandal, left of, bag>"
+    assert (
+        Fact("sandal", "red").phrase() == "red sandal"
+        and str(Fact("sandal", "left of", "bag")) == "<sandal, left of, bag>"
+    )
 
 
 def _centre(img):
@@ -54,9 +66,13 @@ def test_third_order_images_show_their_relation(train):
         elif rel == "below":
             assert sx == ox and sy > oy
         else:  # bigger / smaller: compare the ink in each cell
-            ink = lambda c: (canvases[k, CANVAS * (c // 2):CANVAS * (c // 2 + 1), CANVAS * (c % 2):CANVAS * (c % 2 + 1)] > 0).sum()
+            ink = lambda c: (
+                canvases[k, CANVAS * (c // 2) : CANVAS * (c // 2 + 1), CANVAS * (c % 2) : CANVAS * (c % 2 + 1)] > 0
+            ).sum()
             assert (ink(s_cell) > ink(o_cell)) == (rel == "bigger than")
-        assert train.labels[imgs.items[k, 0]] == OBJECTS.index("sandal") and train.labels[imgs.items[k, 1]] == OBJECTS.index("bag")
+        assert train.labels[imgs.items[k, 0]] == OBJECTS.index("sandal") and train.labels[
+            imgs.items[k, 1]
+        ] == OBJECTS.index("bag")
 
 
 def test_items_come_from_their_split_and_runs_repeat(train):
@@ -92,8 +108,11 @@ def test_annotation_reader(tmp_path):
     p = tmp_path / "facts.tsv"
     p.write_text("# image\tfact\nimg/1.jpg\t<boy, riding, horse>\n\nimg/2.jpg\tdog\t*\t*\nimg/3.jpg\t<baby, smiling>\n")
     got = read_fact_annotations(p)
-    assert got == [("img/1.jpg", Fact("boy", "riding", "horse")), ("img/2.jpg", Fact("dog")),
-                   ("img/3.jpg", Fact("baby", "smiling"))]
+    assert got == [
+        ("img/1.jpg", Fact("boy", "riding", "horse")),
+        ("img/2.jpg", Fact("dog")),
+        ("img/3.jpg", Fact("baby", "smiling")),
+    ]
     p.write_text("img/1.jpg\t<*, riding, horse>\n")
     with pytest.raises(DataError, match=r"facts\.tsv:1: not a fact"):
         read_fact_annotations(p)
@@ -138,7 +157,9 @@ def test_sem_heads_and_wildcards(branched):
     moved[0, 1:] += 10.0  # wild-card slots of the first-order fact
     moved[1, 2] += 10.0  # and of the second-order one
     assert torch.allclose(structured_loss(v, l, orders), structured_loss(v, moved, orders))
-    want = 0.5 * ((v[0, 0] - l[0, 0]).pow(2).sum() + (v[1, :2] - l[1, :2]).pow(2).sum() + (v[2] - l[2]).pow(2).sum()) / 3
+    want = (
+        0.5 * ((v[0, 0] - l[0, 0]).pow(2).sum() + (v[1, :2] - l[1, :2]).pow(2).sum() + (v[2] - l[2]).pow(2).sum()) / 3
+    )
     assert structured_loss(v, l, orders).item() == pytest.approx(want.item(), rel=1e-5)
     d = structured_distance(v, l, orders)  # (images, facts)
     assert d.shape == (3, 3)
@@ -180,26 +201,55 @@ def test_sem_learns_facts_and_resumes(tmp_path, train):
     from orderlib.eval.facts import fact_topk
     from orderlib.training.sherlock import SEMConfig, distances, train_sem
 
-    facts = [Fact("sandal"), Fact("bag"), Fact("sandal", "red"), Fact("bag", "red"), Fact("sandal", "left of", "bag"),
-             Fact("bag", "above", "sandal")]
+    facts = [
+        Fact("sandal"),
+        Fact("bag"),
+        Fact("sandal", "red"),
+        Fact("bag", "red"),
+        Fact("sandal", "left of", "bag"),
+        Fact("bag", "above", "sandal"),
+    ]
     imgs = make_fact_images(train, "train", facts, np.full(len(facts), 4), seed=0)
-    words = {w: v for w, v in zip(["sandal", "bag", "red", "left of", "above"], np.random.default_rng(0).standard_normal((5, 4)))}
-    lang = torch.tensor(np.stack([[words[f.s], words.get(f.p, np.zeros(4)), words.get(f.o, np.zeros(4))]
-                                  for f in facts]), dtype=torch.float32)  # (F, 3, 4)
+    words = {
+        w: v
+        for w, v in zip(["sandal", "bag", "red", "left of", "above"], np.random.default_rng(0).standard_normal((5, 4)))
+    }
+    lang = torch.tensor(
+        np.stack([[words[f.s], words.get(f.p, np.zeros(4)), words.get(f.o, np.zeros(4))] for f in facts]),
+        dtype=torch.float32,
+    )  # (F, 3, 4)
     orders = torch.tensor([f.order for f in facts])
     x = imgs.render()
     cfg = SEMConfig(hidden=16, epochs=16, lr=1e-2, batch=8)
     calls = []
     own = lambda m: distances(m, x, lang, orders)[torch.arange(len(x)), torch.as_tensor(imgs.fact)]
     evaluate = lambda m: calls.append(1) or {"fit": -float(own(m).mean())}  # nearness to the own fact
-    model, res = train_sem(cfg, ItemCNN(10, 4, in_channels=3), x, lang[imgs.fact], orders[imgs.fact], evaluate, "fit",
-                           tmp_path / "sem.pt", progress=False)
+    model, res = train_sem(
+        cfg,
+        ItemCNN(10, 4, in_channels=3),
+        x,
+        lang[imgs.fact],
+        orders[imgs.fact],
+        evaluate,
+        "fit",
+        tmp_path / "sem.pt",
+        progress=False,
+    )
     summed = distances(model, x, lang, orders)
     assert (summed.argmin(1) < 2).float().mean() > 0.5  # summed over slots, first-order facts win
     k = fact_topk(distances(model, x, lang, orders, per_slot=True), imgs.fact, ks=(1,))
     assert k["K1"] > 1.5 * 100 / len(facts)
-    again, res2 = train_sem(cfg, ItemCNN(10, 4, in_channels=3), x, lang[imgs.fact], orders[imgs.fact], evaluate, "fit",
-                            tmp_path / "sem.pt", progress=False)
+    again, res2 = train_sem(
+        cfg,
+        ItemCNN(10, 4, in_channels=3),
+        x,
+        lang[imgs.fact],
+        orders[imgs.fact],
+        evaluate,
+        "fit",
+        tmp_path / "sem.pt",
+        progress=False,
+    )
     assert res2.resumed and len(calls) == cfg.epochs
     assert torch.allclose(distances(again, x, lang, orders), distances(model, x, lang, orders))
 

@@ -1,5 +1,6 @@
 """Fashion-MNIST set-up and loader: Debian's gzipped idx files unpacked for torchvision's reader,
 clear errors, and the real data where installed."""
+
 import gzip
 import os
 import struct
@@ -20,8 +21,14 @@ def _idx(images: np.ndarray) -> bytes:
 def _fake_sizes(monkeypatch):
     """The fake idx files below are small: the size check expects their sizes."""
     sizes = {"train": 12, "t10k": 5}
-    monkeypatch.setattr(FM, "RAW_BYTES", {n: sizes[n.split("-")[0]] * (784 if "images" in n else 1)
-                                          + (16 if "images" in n else 8) for n in FM.RAW_FILES})
+    monkeypatch.setattr(
+        FM,
+        "RAW_BYTES",
+        {
+            n: sizes[n.split("-")[0]] * (784 if "images" in n else 1) + (16 if "images" in n else 8)
+            for n in FM.RAW_FILES
+        },
+    )
 
 
 def _fake_debian(folder, n_train=12, n_test=5):
@@ -63,8 +70,11 @@ def test_missing_and_corrupt_files_name_the_file(tmp_path, monkeypatch):
     raw.mkdir(parents=True)
     for name in FM.RAW_FILES:
         (raw / name).write_bytes(b"not an idx file")
-    with pytest.raises(DataError, match=r"train-images-idx3-ubyte has 15 bytes, expected 9,424; run `make data`.*"
-                                        r"re-installs missing and damaged files"):
+    with pytest.raises(
+        DataError,
+        match=r"train-images-idx3-ubyte has 15 bytes, expected 9,424; run `make data`.*"
+        r"re-installs missing and damaged files",
+    ):
         FM.load_fashion_mnist("train", tmp_path)
     for name in FM.RAW_FILES:  # right sizes, wrong content
         (raw / name).write_bytes(b"\xff" * FM.RAW_BYTES[name])

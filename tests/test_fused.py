@@ -1,4 +1,5 @@
 """The fused C++ order-violation kernel against the chunked reference, and its fallback."""
+
 import os
 
 import pytest
@@ -10,13 +11,33 @@ from orderlib import penalties as P
 # Shapes around the register tiles (forward 4 rows x 24 float / 12 double columns; gradients
 # 4 rows x one slice of D, 32 float / 16 double columns with AVX-512, 16 / 8 without):
 # multiples, one off, empty and single rows.
-SHAPES = [(1, 1, 1), (4, 24, 8), (5, 25, 7), (3, 23, 25), (9, 50, 130), (17, 1, 33), (1, 31, 3),
-          (0, 5, 4), (5, 0, 4), (6, 7, 0), (40, 13, 1)]
+SHAPES = [
+    (1, 1, 1),
+    (4, 24, 8),
+    (5, 25, 7),
+    (3, 23, 25),
+    (9, 50, 130),
+    (17, 1, 33),
+    (1, 31, 3),
+    (0, 5, 4),
+    (5, 0, 4),
+    (6, 7, 0),
+    (40, 13, 1),
+]
 # Shapes around the gradient kernel's blocking: slices of D (a multiple, one over, one under),
 # blocks of 128 rows of y, panels of 64 rows of x, rows of x split into groups when D has few
 # slices (the last group short), and M past one chunk of packed y (about 2 MiB per thread).
-GRAD_SHAPES = [(4, 128, 32), (5, 129, 33), (3, 127, 31), (70, 40, 20), (37, 50, 7), (41, 20, 70),
-               (6, 1100, 1000), (1, 300, 16), (9, 257, 64)]
+GRAD_SHAPES = [
+    (4, 128, 32),
+    (5, 129, 33),
+    (3, 127, 31),
+    (70, 40, 20),
+    (37, 50, 7),
+    (41, 20, 70),
+    (6, 1100, 1000),
+    (1, 300, 16),
+    (9, 257, 64),
+]
 
 
 @pytest.fixture(scope="module")
@@ -295,8 +316,11 @@ def _in_interpreter(*args: str):
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1", "ORDERLIB_FUSED": "0"}
     out = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=600)
-    if out.returncode and "interpreter.py" in out.stderr and \
-            "only 0-dimensional arrays can be converted to Python scalars" in out.stderr:
+    if (
+        out.returncode
+        and "interpreter.py" in out.stderr
+        and "only 0-dimensional arrays can be converted to Python scalars" in out.stderr
+    ):
         pytest.xfail("this Triton's interpreter does not run under this numpy (int() of an array)")
     return out
 
@@ -327,8 +351,13 @@ def test_backward_splits_fill_the_gpu_within_bounds():
     assert K.splits(5000, 1000, 1024, 132) == 1  # y's gradient: 1264 tiles fill 132 processors
     assert K.splits(128, 128, 1024, 132) == 4  # a training batch: capped by 128 // 32 b's
     assert K.splits(10, 20, 8, 132) == 1  # too few b's to share
-    assert all(1 <= K.splits(n, m, d, p) <= 8 for n in (1, 50, 4000) for m in (1, 40, 9000)
-               for d in (1, 64, 1024) for p in (1, 132))
+    assert all(
+        1 <= K.splits(n, m, d, p) <= 8
+        for n in (1, 50, 4000)
+        for m in (1, 40, 9000)
+        for d in (1, 64, 1024)
+        for p in (1, 132)
+    )
 
 
 def test_backward_machine_code_spends_a_max_and_an_fma_per_element_pair(benchmark_module):

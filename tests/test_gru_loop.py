@@ -1,4 +1,5 @@
 """The CPU GRU loop of the sentence encoder gives what PyTorch's packed GRU gives."""
+
 import pytest
 import torch
 import torch.nn as nn
@@ -32,6 +33,7 @@ def test_gru_recurrence_backward_is_the_exact_gradient():
     """The hand-written backward (W_hh gradient as one product over all steps) against finite
     differences in float64, with rows finishing at different steps."""
     from orderlib.encoders.sentence import GRURecurrence
+
     g = torch.Generator().manual_seed(3)
     sizes, d = [4, 4, 3, 1], 5  # 4 sequences of lengths 4, 3, 3, 2 ... packed: rows per step
     gi = torch.randn(sum(sizes), 3 * d, generator=g, dtype=torch.float64, requires_grad=True)

@@ -80,8 +80,12 @@ def test_real_wordnet_counts_match_the_authors(real_wordnet):
     for version, (syn, edges, listed, distinct) in expected.items():
         g = load_noun_graph(version)
         pairs = H.listed_pairs(g.parents)
-        assert (len(g.names), g.n_edges, len(pairs), len(H.unique_pairs(pairs, len(g.names)))) == \
-            (syn, edges, listed, distinct)
+        assert (len(g.names), g.n_edges, len(pairs), len(H.unique_pairs(pairs, len(g.names)))) == (
+            syn,
+            edges,
+            listed,
+            distinct,
+        )
 
 
 def test_listed_pairs_follows_start_and_parent_order(tiny_parents):
@@ -107,10 +111,26 @@ def tiny_authors_graph():
 # animal; pet; dog (via canine, then via pet); canine; rex (via pet, then via dog -> canine, pet)
 TINY_AUTHORS_LISTING = [
     [0, 3],
-    [4, 0], [4, 3],
-    [2, 1], [2, 0], [2, 3], [2, 4], [2, 0], [2, 3],
-    [1, 0], [1, 3],
-    [5, 4], [5, 0], [5, 3], [5, 2], [5, 1], [5, 0], [5, 3], [5, 4], [5, 0], [5, 3],
+    [4, 0],
+    [4, 3],
+    [2, 1],
+    [2, 0],
+    [2, 3],
+    [2, 4],
+    [2, 0],
+    [2, 3],
+    [1, 0],
+    [1, 3],
+    [5, 4],
+    [5, 0],
+    [5, 3],
+    [5, 2],
+    [5, 1],
+    [5, 0],
+    [5, 3],
+    [5, 4],
+    [5, 0],
+    [5, 3],
 ]
 
 
@@ -143,7 +163,7 @@ def test_authors_split_draws_as_create_datasets(set_order):
     starts = {"test": 0, "val": 3, "train": 5}
     expected = {}
     for name in set_order:  # each Dataset draws its entities, then its sides
-        pos = pool[starts[name]:starts[name] + sizes[name]]
+        pos = pool[starts[name] : starts[name] + sizes[name]]
         expected[name] = _hand_negatives(pos, gen.random(sizes[name]), gen.random(sizes[name]), 6, g.nltk_order)
     assert (d.split, d.protocol, d.n_nodes) == ("authors", "paper", 6)
     assert np.array_equal(d.train, pool[5:])
@@ -164,8 +184,15 @@ def test_authors_split_rejects_what_it_cannot_reproduce(tiny_parents):
         H.authors_split(g, 15, 6)
     with pytest.raises(ValueError, match="load_noun_graph"):
         H.authors_split(NounGraph([str(i) for i in range(7)], tiny_parents, "toy", "fp", "toy"))
-    two_roots = NounGraph([str(i) for i in range(7)], tiny_parents, "toy", "fp", "toy", [0, 6, 1, 2, 3, 4, 5],
-                          [[], [0], [1], [1], [2, 3], [2], []])
+    two_roots = NounGraph(
+        [str(i) for i in range(7)],
+        tiny_parents,
+        "toy",
+        "fp",
+        "toy",
+        [0, 6, 1, 2, 3, 4, 5],
+        [[], [0], [1], [1], [2, 3], [2], []],
+    )
     with pytest.raises(ValueError, match="single root"):
         H.authors_split(two_roots)
 
@@ -180,8 +207,10 @@ def test_real_wordnet_authors_split_gives_the_papers_baseline(real_wordnet):
     g = load_noun_graph("3.1")
     listing = H.authors_listing(g)
     assert len(listing) == 838073
-    assert np.array_equal(H.sorted_unique(H.pair_codes(listing, len(g.names))),
-                          H.sorted_unique(H.pair_codes(H.listed_pairs(g.parents), len(g.names))))
+    assert np.array_equal(
+        H.sorted_unique(H.pair_codes(listing, len(g.names))),
+        H.sorted_unique(H.pair_codes(H.listed_pairs(g.parents), len(g.names))),
+    )
     d = H.authors_split(g)
     pred = H.transitive_closure_predict(np.r_[d.train, d.dev[d.dev_labels]], d.test, d.n_nodes)
     acc = 100 * (pred == d.test_labels).mean()

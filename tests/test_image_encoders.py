@@ -1,4 +1,5 @@
 """The frozen CNN (features, test-time augmentation), the image projection and the joint model."""
+
 import numpy as np
 import pytest
 import torch
@@ -29,6 +30,7 @@ def test_scene_features_shapes_centre_crop_and_mirror_alignment():
     ten, one = scene_features(model, canvases, grid=2, pad=2, batch=2)
     assert ten.shape == one.shape == (3, model.channels * 4)
     from orderlib.encoders.cnn import to_input
+
     with torch.no_grad():
         fmap = model.feature_map(to_input(canvases))
         centre = torch.nn.functional.adaptive_avg_pool2d(fmap, 2).flatten(1)
@@ -54,8 +56,11 @@ def test_joint_model_penalty_matrices(penalty):
     model = JointEmbedding(penalty, vocab_size=20, feature_dim=7, word_dim=4, dim=5)
     im, cap = model.images(torch.randn(3, 7)), model.captions(torch.randint(2, 20, (4, 6)), torch.tensor([6, 3, 1, 2]))
     e = model.penalty_matrix(im, cap)  # (3 images, 4 captions)
-    expected = {"order": order_violation_matrix(im, cap), "order-reversed": order_violation_matrix(cap, im).T,
-                "cosine": cosine_distance_matrix(im, cap)}[penalty]
+    expected = {
+        "order": order_violation_matrix(im, cap),
+        "order-reversed": order_violation_matrix(cap, im).T,
+        "cosine": cosine_distance_matrix(im, cap),
+    }[penalty]
     assert e.shape == (3, 4) and torch.allclose(e, expected)
     assert ((im >= 0).all() and (cap >= 0).all()) == (penalty != "cosine")
     if penalty == "order":  # captions above images: E(image, caption) = ||max(0, caption - image)||^2

@@ -6,6 +6,7 @@ Needs Chromium and its driver (`make test` installs Debian's `chromium chromium-
 available); skipped without them unless ORDERLIB_REQUIRE_BROWSER=1. The screenshot is saved under
 runs/jupyterlab/.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,11 +48,25 @@ def lab(tmp_path):
     nb.cells.append(nbformat.v4.new_code_cell(f"raise RuntimeError({PROBE!r})"))  # proves errors are seen
     nbformat.write(nb, root / NOTEBOOK)
     port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"),
-           "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-           f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True"]
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"),
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        f"--port={port}",
+        "--ip=127.0.0.1",
+        f"--ServerApp.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     log = open(tmp_path / "lab.log", "w")

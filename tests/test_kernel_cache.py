@@ -1,4 +1,5 @@
 """The compiled kernels' build cache is keyed by source content, not by the checkout's path."""
+
 from orderlib.kernels import SOURCE, W2G_SOURCE, build_location
 
 

@@ -1,7 +1,7 @@
 """orderlib.tools.lanes and reproduce.run_lanes: notebooks side by side, dependencies first."""
+
 import json
 import os
-import time
 from pathlib import Path
 
 import nbformat
@@ -22,6 +22,7 @@ def test_every_notebook_that_reads_another_notebooks_runs_starts_after_it():
 
     def before(n, seen=()):
         return {d for m in L.AFTER.get(n, ()) if m not in seen for d in {m} | before(m, seen + (m,))}
+
     for nb in NOTEBOOKS:
         others = {owner[r] for r in L.run_ids(nb)} - {L.stem(nb)}
         assert others <= before(L.stem(nb)), f"{nb.name} reads the runs of {others}: list them in lanes.AFTER"
@@ -43,8 +44,16 @@ def simulate(names, estimate, lanes, after=None, exclusive=None):
 
 
 def test_the_chain_with_most_work_behind_it_starts_first_and_exclusive_notebooks_run_alone():
-    est = {"01_oe_table1_wordnet": 49, "02_oe_table3_snli": 14, "03_oe_table2_retrieval": 20, "04_oe_sec46_detail": 0.2,
-           "06_devise_table1": 5, "07_devise_zeroshot": 3, "08_utama_compositionality": 13, "09_sherlock_facts": 24}
+    est = {
+        "01_oe_table1_wordnet": 49,
+        "02_oe_table3_snli": 14,
+        "03_oe_table2_retrieval": 20,
+        "04_oe_sec46_detail": 0.2,
+        "06_devise_table1": 5,
+        "07_devise_zeroshot": 3,
+        "08_utama_compositionality": 13,
+        "09_sherlock_facts": 24,
+    }
     cp = L.critical_path(list(est), est)
     assert cp["03_oe_table2_retrieval"] == 44 and cp["08_utama_compositionality"] == 37 and cp["06_devise_table1"] == 8
     plan = simulate(list(est), est, lanes=2)
@@ -75,19 +84,24 @@ def test_next_to_start_waits_for_dependencies_lanes_and_exclusive_notebooks():
 
 def _notebook(path: Path, tables: Path, seconds: float, fail: bool = False) -> Path:
     """A notebook that writes a report with write_table, logs when it ran, sleeps, then maybe fails."""
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    )
     rid = path.stem
-    nb.cells = [nbformat.v4.new_code_cell('PRESET = "small"', metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell(
-                    "import json, os, time, pathlib\nimport pandas as pd, torch\nfrom orderlib.reports import write_table\n"
-                    "from orderlib.threadshare import follow_share\n"
-                    f"t0 = time.time(); time.sleep({seconds}); follow_share()\n"
-                    f"write_table({rid!r}, pd.DataFrame({{'method': ['m'], 'metric': ['x'], 'paper': [None], 'ours': [1.0]}}), "
-                    "dict(preset=PRESET, seed=0, device='cpu', data_source='-', data_fingerprint='-', wall_time_s=0), "
-                    f"pathlib.Path({str(tables)!r}))\n"
-                    f"pathlib.Path({str(path.with_suffix('.ran'))!r}).write_text(json.dumps("
-                    "[t0, time.time(), os.environ.get('OMP_NUM_THREADS'), torch.get_num_threads()]))"
-                    + ("\nassert 1 > 2, 'sanity bound'" if fail else ""))]
+    nb.cells = [
+        nbformat.v4.new_code_cell('PRESET = "small"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "import json, os, time, pathlib\nimport pandas as pd, torch\nfrom orderlib.reports import write_table\n"
+            "from orderlib.threadshare import follow_share\n"
+            f"t0 = time.time(); time.sleep({seconds}); follow_share()\n"
+            f"write_table({rid!r}, pd.DataFrame({{'method': ['m'], 'metric': ['x'], 'paper': [None], 'ours': [1.0]}}), "
+            "dict(preset=PRESET, seed=0, device='cpu', data_source='-', data_fingerprint='-', wall_time_s=0), "
+            f"pathlib.Path({str(tables)!r}))\n"
+            f"pathlib.Path({str(path.with_suffix('.ran'))!r}).write_text(json.dumps("
+            "[t0, time.time(), os.environ.get('OMP_NUM_THREADS'), torch.get_num_threads()]))"
+            + ("\nassert 1 > 2, 'sanity bound'" if fail else "")
+        ),
+    ]
     nbformat.write(nb, str(path))
     return path
 
@@ -99,8 +113,16 @@ def test_run_lanes_runs_notebooks_side_by_side_after_their_dependencies(tmp_path
     # importing torch at once on 2 busy cores: 1.2 s apart was seen with a 1 s sleep)
     a, b, c = (_notebook(tmp_path / f"{n}.ipynb", tables, s) for n, s in (("00_a", 12), ("01_b", 5), ("02_c", 0)))
     monkeypatch.setattr(L, "AFTER", {"02_c": ("00_a",)})
-    runs, failures, wall = R.run_lanes([a, b, c], "full", tmp_path / "out", tables, lanes=2,
-                                       estimate={"00_a": 4, "01_b": 1, "02_c": 0}, poll=0.05, elastic=True)
+    runs, failures, wall = R.run_lanes(
+        [a, b, c],
+        "full",
+        tmp_path / "out",
+        tables,
+        lanes=2,
+        estimate={"00_a": 4, "01_b": 1, "02_c": 0},
+        poll=0.05,
+        elastic=True,
+    )
     ran = {p.stem: json.loads(p.read_text()) for p in tmp_path.glob("*.ran")}
     assert not failures and {r["notebook"] for r in runs} == {"00_a.ipynb", "01_b.ipynb", "02_c.ipynb"}
     assert ran["01_b"][0] < ran["00_a"][1] and ran["00_a"][0] < ran["01_b"][1]  # side by side
@@ -111,10 +133,17 @@ def test_run_lanes_runs_notebooks_side_by_side_after_their_dependencies(tmp_path
     by = {r["notebook"]: r for r in runs}
     assert [by[n]["reports"] for n in ("00_a.ipynb", "01_b.ipynb", "02_c.ipynb")] == [["00_a"], ["01_b"], ["02_c"]]
     assert json.loads((tables / "01_b.meta.json").read_text())["notebook"] == "01_b.ipynb"
-    assert wall < sum(r["seconds"] for r in runs) and by["02_c.ipynb"]["started"] >= by["00_a.ipynb"]["started"] + by["00_a.ipynb"]["seconds"]
+    assert (
+        wall < sum(r["seconds"] for r in runs)
+        and by["02_c.ipynb"]["started"] >= by["00_a.ipynb"]["started"] + by["00_a.ipynb"]["seconds"]
+    )
     df = R.bench_table(runs, {}, wall)
     total = df[df.method == "total"].set_index("metric").ours
-    assert total["share of the run's wall time (%)"] == 100 and total["wall time (min)"] == wall / 60 and total["notebooks' wall times summed (min)"] > wall / 60
+    assert (
+        total["share of the run's wall time (%)"] == 100
+        and total["wall time (min)"] == wall / 60
+        and total["notebooks' wall times summed (min)"] > wall / 60
+    )
     assert set(df[df.metric == "torch threads at its start"].ours) <= {1, cores}
     raised = by["00_a.ipynb"]["raised"]
     assert [n for _, n in raised] == ([cores] if cores > 1 else [])
@@ -126,10 +155,14 @@ def test_a_failure_beside_another_notebook_lets_it_finish_and_starts_nothing_aft
     tables.mkdir()
     monkeypatch.setattr(R, "run_paths", lambda name, preset: type("P", (), {"tables": tables})())
     monkeypatch.setattr(L, "AFTER", {"02_c": ("00_a",)})
-    a, b, c = (_notebook(tmp_path / f"{n}.ipynb", tables, s, fail=n == "01_b")
-               for n, s in (("00_a", 4), ("01_b", 0), ("02_c", 0)))
+    a, b, c = (
+        _notebook(tmp_path / f"{n}.ipynb", tables, s, fail=n == "01_b")
+        for n, s in (("00_a", 4), ("01_b", 0), ("02_c", 0))
+    )
     assert R.main([str(a), str(b), str(c), "--lanes", "2", "--preset", "small", "--out", str(tmp_path / "out")]) == 1
-    assert json.loads((tables / "01_b.meta.json").read_text())["failed_run"]["error"].startswith("AssertionError: sanity bound")
+    assert json.loads((tables / "01_b.meta.json").read_text())["failed_run"]["error"].startswith(
+        "AssertionError: sanity bound"
+    )
     assert "failed_run" not in json.loads((tables / "00_a.meta.json").read_text())  # ran beside it, finished
     assert not (tables / "02_c.meta.json").exists()  # not started after the failure
     ran = json.loads((tmp_path / "00_a.ran").read_text())

@@ -5,6 +5,7 @@ or `[text](path#anchor)` (images too); http(s) and mailto links, and links to an
 same page, are left alone. Only the file part is checked, not the anchor. Links inside code spans
 and fenced code blocks are not links and are skipped.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,7 +36,7 @@ def relative_links(text: str) -> list[str]:
 def test_link_pattern():
     text = (
         "[a](docs/x.md) [b](y.md#sec) ![c](fig.png) [d](https://e.org/f) [g](mailto:h@i)\n"
-        "[j](#local) `[k](in/code.md)` [l](<with space.md>) [m](n.md \"title\")\n"
+        '[j](#local) `[k](in/code.md)` [l](<with space.md>) [m](n.md "title")\n'
         "```\n[o](in/fence.md)\n```\n"
     )
     assert relative_links(text) == ["docs/x.md", "y.md#sec", "fig.png", "with space.md", "n.md"]

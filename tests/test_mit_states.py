@@ -1,4 +1,5 @@
 """MIT-States compositional splits (Misra, natural), features and their errors, on generated fixtures."""
+
 import json
 
 import numpy as np
@@ -6,8 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from orderlib.data.mit_states import (coverage_problems, image_features, load_features, load_mit_states,
-                                      unseen_mask)
+from orderlib.data.mit_states import coverage_problems, image_features, load_features, load_mit_states, unseen_mask
 from orderlib.paths import DataError
 
 # folder -> image files; "old car" is in no pair list, "adj building" has no attribute
@@ -51,10 +51,16 @@ def _pair_of(data, split):
 def test_misra_assigns_images_by_pair(root):
     d = load_mit_states(root)
     assert d.attrs == ["ancient", "new"] and d.objs == ["building", "house"]
-    assert d.pairs == {"train": [("ancient", "building"), ("new", "house")],
-                       "test": [("ancient", "house"), ("new", "building")]}
-    assert d.images["train"] == ["ancient building/a.jpg", "ancient building/b.PNG", "new house/e.png",
-                                 "new house/f.JPG"]
+    assert d.pairs == {
+        "train": [("ancient", "building"), ("new", "house")],
+        "test": [("ancient", "house"), ("new", "building")],
+    }
+    assert d.images["train"] == [
+        "ancient building/a.jpg",
+        "ancient building/b.PNG",
+        "new house/e.png",
+        "new house/f.JPG",
+    ]
     assert d.images["test"] == ["ancient house/c.jpeg", "new building/d.jpg"]
     for s in ("train", "test"):  # labels index attrs/objs and agree with the folder of each image
         assert d.labels[s].dtype == np.int64 and d.labels[s].shape == (len(d.images[s]), 2)
@@ -143,9 +149,11 @@ def test_natural_split_from_torch_and_json_metadata(natural):
     assert d.images == j.images and all(np.array_equal(d.labels[s], j.labels[s]) for s in d.labels)
     assert set(d.pairs) == {"train", "val", "test"}
     # paths resolved to the folders on disk (spaces here), pairs outside their set's list dropped
-    assert d.images == {"train": ["ancient building/a.jpg", "new house/e.png"],
-                        "val": ["ancient building/b.PNG", "new building/d.jpg"],
-                        "test": ["ancient house/c.jpeg", "new house/f.JPG"]}
+    assert d.images == {
+        "train": ["ancient building/a.jpg", "new house/e.png"],
+        "val": ["ancient building/b.PNG", "new building/d.jpg"],
+        "test": ["ancient house/c.jpeg", "new house/f.JPG"],
+    }
     assert _pair_of(d, "val") == [("ancient", "building"), ("new", "building")]
     assert _pair_of(d, "test") == [("ancient", "house"), ("new", "house")]
     assert unseen_mask(d, "val").tolist() == [False, True]
@@ -206,6 +214,7 @@ def test_natural_metadata_in_the_older_torch_format(natural):
 
 
 # ---- features ---------------------------------------------------------------------------------
+
 
 def test_load_features_follows_requested_order(tmp_path):
     files = np.array(["a b/1.jpg", "a b/2.jpg", "c_d/3.jpg"])

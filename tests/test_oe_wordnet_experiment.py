@@ -1,4 +1,5 @@
 """Table 1's runner: settings, checkpoint names, and the seed tables readers cite."""
+
 import math
 
 import pytest
@@ -36,8 +37,10 @@ def test_checkpoint_names_are_safe_and_shared_by_equal_configs(tmp_path):
 
 def test_grids_choose_on_dev_ties_to_the_point_listed_first():
     grid = X._grid("word2gauss margin", "word2gauss", [{"margin": m} for m in (1.0, 3.0, 7.0)])
+
     def results(*devs):
         return [{"grid": grid["name"], "point": p, "dev": d} for p, d in zip(grid["points"], devs)]
+
     assert X.choose(grid, results(80.0, 81.0, 81.0)) == ({"margin": 3.0}, {1.0: 80.0, 3.0: 81.0, 7.0: 81.0})
     assert X.choose(grid, results(80.0, 81.0, 81.5))[0] == {"margin": 7.0}
     other = [{"grid": "bilinear lr", "point": {"margin": 1.0}, "dev": 99.0}]  # another grid's run is ignored
@@ -64,17 +67,42 @@ def test_density_grid_stages_share_the_final_seed0_run(tmp_path):
     assert final["checkpoint"] not in [j["checkpoint"] for j in neg]
     # the bilinear grid runs the final schedule: its chosen point is the final seed-0 run
     bil = [j for j in first if j["method"] == "order-embeddings (bilinear)"]
-    assert X._job("train", "paper", "order-embeddings (bilinear)", 0, cfg, "cpu", tmp_path, 1.0,
-                  {"lr": 0.003})["checkpoint"] == bil[1]["checkpoint"]
+    assert (
+        X._job("train", "paper", "order-embeddings (bilinear)", 0, cfg, "cpu", tmp_path, 1.0, {"lr": 0.003})[
+            "checkpoint"
+        ]
+        == bil[1]["checkpoint"]
+    )
 
 
 def _fake_run():
     def res(seed, test):
-        return {"seed": seed, "test": test, "dev": test + 0.5, "best_test_over_epochs": test + 1,
-                "epochs_run": 3, "best_epoch": 2, "history": [], "seconds": 1.0, "resumed": False, "config": {}}
-    return {"settings": {"paper": {"closure": 87.61250000000001, "facts": {}, "grids": {}, "results": {
-        "order-embeddings": [res(1, 91.0), res(0, 90.0), res(2, 92.0)],
-        "density order embeddings": [res(0, 91.5), res(1, 91.5), res(2, 91.5)]}}}}
+        return {
+            "seed": seed,
+            "test": test,
+            "dev": test + 0.5,
+            "best_test_over_epochs": test + 1,
+            "epochs_run": 3,
+            "best_epoch": 2,
+            "history": [],
+            "seconds": 1.0,
+            "resumed": False,
+            "config": {},
+        }
+
+    return {
+        "settings": {
+            "paper": {
+                "closure": 87.61250000000001,
+                "facts": {},
+                "grids": {},
+                "results": {
+                    "order-embeddings": [res(1, 91.0), res(0, 90.0), res(2, 92.0)],
+                    "density order embeddings": [res(0, 91.5), res(1, 91.5), res(2, 91.5)],
+                },
+            }
+        }
+    }
 
 
 def test_table_reports_mean_sd_and_each_seed_rounded():
@@ -106,7 +134,8 @@ def test_model_records_give_each_seed_runs_training_provenance():
     assert sum(not r["loaded_from_checkpoint"] for r in recs.values()) == 5
     block = training_provenance(recs, "abc")
     assert block["train_seconds_total"] == 7.5 and block["trained_at_other_commit"] == [
-        "paper / density order embeddings / seed 0"]
+        "paper / density order embeddings / seed 0"
+    ]
 
 
 def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_path, benchmark_module):
@@ -117,19 +146,37 @@ def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_pa
     assert all(c.lr == 0.001 and c.negatives == () and c.epochs == 40 and c.patience == 5 for c in configs)
     assert len({j["checkpoint"] for j in jobs}) == 4
     # the notebook's final seed-0 run has exactly this config: the same checkpoint name
-    final = X._job("train", "paper", X.DOE, 0, cfg, "cpu", tmp_path, 1.0,
-                   {"negatives": (), "lr": 0.001, "model_kwargs": {"gamma": 100.0}})
+    final = X._job(
+        "train",
+        "paper",
+        X.DOE,
+        0,
+        cfg,
+        "cpu",
+        tmp_path,
+        1.0,
+        {"negatives": (), "lr": 0.001, "model_kwargs": {"gamma": 100.0}},
+    )
     assert final["checkpoint"] == jobs[0]["checkpoint"]
     long = B.point_jobs(cfg, "paper", [0], 0.001, [100.0], B.LONG, tmp_path)[0]
     c = X.model_config(long["method"], cfg, 0, **long["overrides"])
     assert (c.epochs, c.patience) == (60, 10) and long["checkpoint"] != jobs[0]["checkpoint"]
-    result = {"overrides": long["overrides"], "config": vars(c), "seed": 0, "dev": 92.5, "test": 92.3,
-              "best_test_over_epochs": 92.4, "epochs_run": 33}
+    result = {
+        "overrides": long["overrides"],
+        "config": vars(c),
+        "seed": 0,
+        "dev": 92.5,
+        "test": 92.3,
+        "best_test_over_epochs": 92.4,
+        "epochs_run": 33,
+    }
     rows = B.rows_of([result], "longer")
     assert [(r["metric"], r["ours"], r["gamma"], r["lr"], r["seed"]) for r in rows] == [
-        ("dev accuracy (%)", 92.5, 100.0, "0.001", "0"), ("test accuracy (%)", 92.3, 100.0, "0.001", "0"),
+        ("dev accuracy (%)", 92.5, 100.0, "0.001", "0"),
+        ("test accuracy (%)", 92.3, 100.0, "0.001", "0"),
         ("test accuracy, best epoch chosen on test (%)", 92.4, 100.0, "0.001", "0"),
-        ("epochs trained", 33, 100.0, "0.001", "0")]  # one seed: no mean row
+        ("epochs trained", 33, 100.0, "0.001", "0"),
+    ]  # one seed: no mean row
     assert [r["published"] for r in rows] == [None, 92.3, None, None]
     assert {(r["negatives"], r["epochs"], r["patience"], r["block"]) for r in rows} == {("random", 60, 10, "longer")}
     swap = B.point_jobs(cfg, "paper", [0], 0.001, [100.0], {}, tmp_path, ("swap",))[0]
@@ -158,14 +205,20 @@ def test_table1_auto_device_stays_on_the_cpu_where_the_compiled_step_builds(monk
 def test_doe_selection_reads_the_authors_log_and_applies_each_rule(tmp_path, benchmark_module):
     B = benchmark_module("doe_selection")
     log = tmp_path / "hyp_prediction.log"
-    log.write_text("{\n  lr : 0.01\n}\nEpoch 1 Batch 10 Error 5.0\t\n"
-                   "Number of positives, negatives, tp, tn: 4000 4000 1 2\t\n"
-                   "Best accuracy 0.70 at threshold 29739.75\t\ncontrastive_trans_s1-1 Accuracy 0.68\t\n"
-                   "Epoch 2 Batch 20 Error 4.0\t\nBest accuracy 0.90 at threshold 100.5\t\n"
-                   "contrastive_trans_s1-1 Accuracy 0.85\t\nEpoch 3 Batch 30 Error 3.0\t\n"
-                   "Best accuracy 0.80 at threshold 90\t\ncontrastive_trans_s1-1 Accuracy 0.91\t\n")
+    log.write_text(
+        "{\n  lr : 0.01\n}\nEpoch 1 Batch 10 Error 5.0\t\n"
+        "Number of positives, negatives, tp, tn: 4000 4000 1 2\t\n"
+        "Best accuracy 0.70 at threshold 29739.75\t\ncontrastive_trans_s1-1 Accuracy 0.68\t\n"
+        "Epoch 2 Batch 20 Error 4.0\t\nBest accuracy 0.90 at threshold 100.5\t\n"
+        "contrastive_trans_s1-1 Accuracy 0.85\t\nEpoch 3 Batch 30 Error 3.0\t\n"
+        "Best accuracy 0.80 at threshold 90\t\ncontrastive_trans_s1-1 Accuracy 0.91\t\n"
+    )
     recs = B.read_authors_log(log)
-    assert [(r["epoch"], round(r["dev"], 6), round(r["test"], 6)) for r in recs] == [(0, 70, 68), (1, 90, 85), (2, 80, 91)]
+    assert [(r["epoch"], round(r["dev"], 6), round(r["test"], 6)) for r in recs] == [
+        (0, 70, 68),
+        (1, 90, 85),
+        (2, 80, 91),
+    ]
     rows = {r["metric"]: r for r in B.rows_of(recs, "their command", "authors", "1234")}
     assert rows["test accuracy, evaluation chosen on dev (%)"]["ours"] == pytest.approx(85)
     assert rows["test accuracy, evaluation chosen on dev (%)"]["chosen_epoch"] == 2

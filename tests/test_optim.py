@@ -74,7 +74,7 @@ def test_skipped_factor_closed_form_matches_exact_grid():
     opt.EXACT_UNTIL = 10**9  # force the exact grid
     exact = opt._skipped_factor(s, k)
     assert torch.allclose(closed, exact, rtol=1e-3)
-    assert closed[0] == pytest.approx(0.9 / 0.999 ** 0.5 * (1 - 0.999 ** 2501) ** 0.5 / (1 - 0.9 ** 2501), rel=1e-3)
+    assert closed[0] == pytest.approx(0.9 / 0.999**0.5 * (1 - 0.999**2501) ** 0.5 / (1 - 0.9**2501), rel=1e-3)
 
 
 def _ball():

@@ -1,6 +1,7 @@
 """Matrix-product precision modes (orderlib.precision): the probe and what "auto" resolves to, modes
 a device lacks refused, the flag set and restored, bf16 products that are rounded yet close, workers
 that inherit the mode, and checkpoints keyed by the mode that ran."""
+
 import pytest
 import torch
 
@@ -22,9 +23,12 @@ def test_the_probe_sees_rounded_products_and_float32_ones(monkeypatch):
     precision.bf16_products.cache_clear()
     try:
         real_linear = torch.nn.functional.linear
-        monkeypatch.setattr(torch.nn.functional, "linear", lambda a, w: real_linear(a.bfloat16().float(),
-                                                                                   w.bfloat16().float()))
-        monkeypatch.setattr(torch.Tensor, "__matmul__", lambda a, w: torch.mm(a.bfloat16().float(), w.bfloat16().float()))
+        monkeypatch.setattr(
+            torch.nn.functional, "linear", lambda a, w: real_linear(a.bfloat16().float(), w.bfloat16().float())
+        )
+        monkeypatch.setattr(
+            torch.Tensor, "__matmul__", lambda a, w: torch.mm(a.bfloat16().float(), w.bfloat16().float())
+        )
         assert precision.bf16_products()
         precision.bf16_products.cache_clear()
         monkeypatch.undo()
@@ -105,8 +109,18 @@ def test_fit_keys_checkpoints_by_the_mode_that_ran(tmp_path, monkeypatch):
 
     def run():
         model = torch.nn.Linear(2, 1)
-        return fit(model, torch.optim.SGD(model.parameters(), lr=0.1), {"x": 1}, lambda e: 1.0,
-                   lambda: {"s": 1.0}, "s", 1, 1, tmp_path / "m.pt", progress=False)
+        return fit(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            {"x": 1},
+            lambda e: 1.0,
+            lambda: {"s": 1.0},
+            "s",
+            1,
+            1,
+            tmp_path / "m.pt",
+            progress=False,
+        )
 
     first = run()
     assert first.matmul == "fp32" and load_checkpoint(tmp_path / "m.pt")["cfg"]["matmul"] == "fp32"
@@ -120,7 +134,9 @@ def test_retrieval_checkpoints_are_keyed_by_the_resolved_mode(tmp_path):
     from dataclasses import replace
 
     from ddp_worker import RETRIEVAL, retrieval_data
+
     from orderlib.training.retrieval import train_retrieval_model
+
     data, ckpt = retrieval_data(), tmp_path / "r.pt"
     cfg = replace(RETRIEVAL, epochs=1)
     first = train_retrieval_model(data, cfg, checkpoint=ckpt, progress=False)

@@ -1,4 +1,5 @@
 """The real-data path of Table 2: `*_precomp` folders and Karpathy's split JSON, on generated fixtures."""
+
 import json
 
 import numpy as np
@@ -75,7 +76,7 @@ def test_karpathy_errors(tmp_path):
     with pytest.raises(DataError, match="f.npy: 2 feature rows do not match 15 captions"):
         load_karpathy(path, tmp_path / "f.npy", "train")
     bad = tmp_path / "bad.json"
-    bad.write_text("{\"imgs\": []}")
+    bad.write_text('{"imgs": []}')
     with pytest.raises(DataError, match="bad.json: not a Karpathy split file"):
         load_karpathy(bad, tmp_path / "f.npy", "train")
     short = json.loads(path.read_text())

@@ -1,4 +1,5 @@
 """Executed notebooks are published without the machine's paths."""
+
 import json
 
 import pytest
@@ -8,11 +9,26 @@ from orderlib.tools.publish_notebook import publish
 
 def test_publish_makes_machine_paths_relative(tmp_path):
     root = tmp_path / "checkout"
-    nb = {"cells": [{"cell_type": "code", "source": ["print(paths)"], "metadata": {}, "execution_count": 1,
-                     "outputs": [{"output_type": "stream", "name": "stdout",
-                                  "text": [f"wrote {root}/reports/tables/t.csv\n", f"cwd {root}\n"]}]}],
-          "metadata": {"papermill": {"input_path": "notebooks/x.ipynb", "output_path": "/tmp/elsewhere/x.ipynb"}},
-          "nbformat": 4, "nbformat_minor": 5}
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": ["print(paths)"],
+                "metadata": {},
+                "execution_count": 1,
+                "outputs": [
+                    {
+                        "output_type": "stream",
+                        "name": "stdout",
+                        "text": [f"wrote {root}/reports/tables/t.csv\n", f"cwd {root}\n"],
+                    }
+                ],
+            }
+        ],
+        "metadata": {"papermill": {"input_path": "notebooks/x.ipynb", "output_path": "/tmp/elsewhere/x.ipynb"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     src = tmp_path / "x.ipynb"
     src.write_text(json.dumps(nb))
     dst = publish(src, root)

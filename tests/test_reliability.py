@@ -1,11 +1,10 @@
 """Issue 10: same inputs give the same tables; changed inputs never reuse stale models; concurrent
 runs never share a half-trained checkpoint; damaged files and bad parameters get messages that
 name the file or value and say what to do."""
-import gzip
+
 import io
 import os
 import shlex
-import shutil
 import stat
 import threading
 import time
@@ -15,17 +14,24 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from test_train_entailment import _toy as toy_pairs
+from test_train_entailment import write_snli_1_0
+from test_train_retrieval import _toy_split
 
-from orderlib.checkpoint import (CheckpointError, cached, code_version, fingerprint, load_checkpoint, locked,
-                                 save_checkpoint)
+from orderlib.checkpoint import (
+    CheckpointError,
+    cached,
+    code_version,
+    fingerprint,
+    load_checkpoint,
+    locked,
+    save_checkpoint,
+)
 from orderlib.paths import DataError
 from orderlib.training import fit
 
-from test_train_entailment import _toy as toy_pairs, write_snli_1_0
-from test_train_retrieval import _toy_split
-
-
 # ---------------------------------------------------------------- same inputs, same tables
+
 
 def _precomp(folder, n_test=1000, seed=0):
     folder.mkdir(parents=True)
@@ -40,8 +46,15 @@ def test_table2_library_path_twice_gives_the_same_table(tmp_path):
     from orderlib.experiments import oe_retrieval as X
 
     folder = _precomp(tmp_path / "coco_precomp")
-    cfg = {**X.PRESETS["small"], "data": "precomp", "word_dim": 4, "dim": 8, "epochs": 2, "batch": 100,
-           "rows": ["order-embeddings", "order-embeddings (symm.)"]}
+    cfg = {
+        **X.PRESETS["small"],
+        "data": "precomp",
+        "word_dim": 4,
+        "dim": 8,
+        "epochs": 2,
+        "batch": 100,
+        "rows": ["order-embeddings", "order-embeddings (symm.)"],
+    }
     tables = []
     for run in ("a", "b"):
         torch.manual_seed(len(run) + ord(run))  # whatever the global generator holds
@@ -68,19 +81,28 @@ def test_table3_library_path_twice_gives_the_same_table(tmp_path):
 
 
 def test_table1_library_path_twice_gives_the_same_table(tmp_path):
+    from test_train_hypernymy import chain_forest
+
     from orderlib.data.wordnet import NounGraph
     from orderlib.experiments import oe_wordnet as X
-
-    from test_train_hypernymy import chain_forest
 
     parents = chain_forest(5, 10)
     graph = NounGraph([f"n{i}" for i in range(len(parents))], parents, "toy", "fp", "toy")
     small = X.PRESETS["small"]
-    cfg = {**small, "n_test": 20, "n_dev": 20, "dim": 5, "batch": 20, "train_fraction": 1.0,
-           "models": {k: {**v, "epochs": 2, "patience": 2} for k, v in small["models"].items()},
-           "grids": [{**g, "run": {**g["run"], "train_fraction": 1.0} if g["run"] else {}} for g in small["grids"]]}
-    tables = [X.table(X.run_table1(graph, cfg, ["clean"], "cpu", tmp_path / run, progress=False), "clean")
-              for run in ("a", "b")]
+    cfg = {
+        **small,
+        "n_test": 20,
+        "n_dev": 20,
+        "dim": 5,
+        "batch": 20,
+        "train_fraction": 1.0,
+        "models": {k: {**v, "epochs": 2, "patience": 2} for k, v in small["models"].items()},
+        "grids": [{**g, "run": {**g["run"], "train_fraction": 1.0} if g["run"] else {}} for g in small["grids"]],
+    }
+    tables = [
+        X.table(X.run_table1(graph, cfg, ["clean"], "cpu", tmp_path / run, progress=False), "clean")
+        for run in ("a", "b")
+    ]
     pd.testing.assert_frame_equal(tables[0], tables[1])
     assert "train time (s)" not in set(tables[0].metric)
 
@@ -96,13 +118,15 @@ def test_devise_training_twice_gives_the_same_model(toy_items):
     for global_seed in (1, 2):
         torch.manual_seed(global_seed)
         cnn, _ = train_item_cnn(x, y, hx, hy, CNNConfig(epochs=1, batch=64, width=4), progress=False)
-        model, _ = train_devise(cnn, x, y, hx, hy, labels, DeViSEConfig(epochs=1, finetune_epochs=1, batch=64),
-                                progress=False)
+        model, _ = train_devise(
+            cnn, x, y, hx, hy, labels, DeViSEConfig(epochs=1, finetune_epochs=1, batch=64), progress=False
+        )
         states.append(model.state_dict())
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
 
 
 # ---------------------------------------------------------------- changed inputs retrain
+
 
 def test_changed_data_retrains_and_unchanged_data_resumes(tmp_path):
     from orderlib.training.retrieval import RetrievalConfig, prepare, train_retrieval_model
@@ -148,6 +172,7 @@ def test_checkpoint_keys_follow_the_code_and_the_data():
 
 # ---------------------------------------------------------------- concurrent runs
 
+
 def test_a_second_run_waits_for_the_checkpoint_then_loads_the_finished_model(tmp_path):
     ckpt = tmp_path / "m.pt"
     order, results = [], {}
@@ -186,8 +211,18 @@ def test_checkpoints_at_most_one_per_interval_and_always_the_last_epoch(tmp_path
         time.sleep(0.2)
         return 1.0
 
-    fit(model, torch.optim.SGD(model.parameters(), lr=0.1), {}, epoch, lambda: {"s": 1.0}, "s", 4, 4,
-        tmp_path / "m.pt", progress=False)
+    fit(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        {},
+        epoch,
+        lambda: {"s": 1.0},
+        "s",
+        4,
+        4,
+        tmp_path / "m.pt",
+        progress=False,
+    )
     assert saves == saved_after
 
 
@@ -223,20 +258,32 @@ def test_locks_live_in_one_folder_of_the_runs_root(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- damaged files
 
+
 @pytest.mark.parametrize("content", [b"", b"PK\x03\x04 truncated zip", b"\x80\x02garbage"])
 def test_damaged_checkpoint_is_set_aside_and_training_restarts(tmp_path, content):
     ckpt = tmp_path / "m.pt"
     ckpt.write_bytes(content)
     model = torch.nn.Linear(1, 1)
     with pytest.warns(RuntimeWarning, match=r"checkpoint .*m\.pt is damaged .* moved it to .*m\.pt\.damaged"):
-        r = fit(model, torch.optim.SGD(model.parameters(), lr=0.1), {}, lambda e: 1.0, lambda: {"s": 1.0}, "s",
-                2, 2, ckpt, progress=False)
+        r = fit(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            {},
+            lambda e: 1.0,
+            lambda: {"s": 1.0},
+            "s",
+            2,
+            2,
+            ckpt,
+            progress=False,
+        )
     assert not r.resumed and len(r.history) == 2
     assert (tmp_path / "m.pt.damaged").read_bytes() == content
     assert load_checkpoint(ckpt)["done"]  # a good checkpoint replaced it
 
 
 # ---------------------------------------------------------------- loading never runs code
+
 
 def _pwn(path):
     """What a crafted checkpoint calls on load if unpickled: writes `path`."""
@@ -261,13 +308,26 @@ def test_a_checkpoint_that_would_run_code_is_refused_and_left_in_place(tmp_path,
     marker, ckpt = tmp_path / "pwned", tmp_path / "shared.pt"
     torch.save({"cfg": {}, "model": {}, "x": _payloads(marker)[payload]}, ckpt)
     content = ckpt.read_bytes()
-    with pytest.raises(CheckpointError, match=rf"checkpoint \S*shared\.pt was not loaded: it names {named}\b.*"
-                                              r"loading it would run code"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"checkpoint \S*shared\.pt was not loaded: it names {named}\b.*"
+        r"loading it would run code",
+    ):
         load_checkpoint(ckpt)
     model = torch.nn.Linear(1, 1)
     with pytest.raises(CheckpointError, match=r"shared\.pt"):  # fit stops on it: neither trains over it nor loads it
-        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), {}, lambda e: 1.0, lambda: {"s": 1.0}, "s", 1, 1, ckpt,
-            progress=False)
+        fit(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            {},
+            lambda e: 1.0,
+            lambda: {"s": 1.0},
+            "s",
+            1,
+            1,
+            ckpt,
+            progress=False,
+        )
     assert not marker.exists()  # no code ran
     assert ckpt.read_bytes() == content and not (tmp_path / "shared.pt.damaged").exists()  # left where it was
     torch.load(ckpt, weights_only=False)  # the file is a real exploit: unpickled, it runs its payload
@@ -293,8 +353,18 @@ def test_fit_checkpoints_round_trip(tmp_path, monkeypatch):
             opt.step()
             return loss.item()
 
-        return model, fit(model, opt, cfg, train_epoch, lambda: {"s": -float(model.bias.detach())}, "s", 3, 3,
-                          tmp_path / "fit.pt", progress=False)
+        return model, fit(
+            model,
+            opt,
+            cfg,
+            train_epoch,
+            lambda: {"s": -float(model.bias.detach())},
+            "s",
+            3,
+            3,
+            tmp_path / "fit.pt",
+            progress=False,
+        )
 
     model, first = run()
     state = load_checkpoint(tmp_path / "fit.pt")
@@ -314,8 +384,15 @@ def test_cached_values_of_every_call_site_round_trip(tmp_path, monkeypatch):
 
     vec = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     values = {
-        "labels": {"vectors": vec, "corpus_tokens": None, "vocabulary": 7, "file": "w.txt", "seconds": 1.5,
-                   "trained_at": "abc123", "test_accuracy": 87.5},
+        "labels": {
+            "vectors": vec,
+            "corpus_tokens": None,
+            "vocabulary": 7,
+            "file": "w.txt",
+            "seconds": 1.5,
+            "trained_at": "abc123",
+            "test_accuracy": 87.5,
+        },
         "array": vec,
         "word vectors": WordVectors(["a", "b", "c"], vec),
         "features": {"10crop": {"train": torch.ones(2, 3)}, "1crop": {"train": torch.zeros(2, 3)}},
@@ -393,7 +470,9 @@ def test_binary_garbage_names_the_file_and_line(tmp_path, reader):
 DEBIAN_FMNIST = "/usr/share/datasets/fashion-mnist"
 
 
-@pytest.mark.skipif(not os.path.exists(DEBIAN_FMNIST + "/train-images-idx3-ubyte.gz"), reason="needs dataset-fashion-mnist")
+@pytest.mark.skipif(
+    not os.path.exists(DEBIAN_FMNIST + "/train-images-idx3-ubyte.gz"), reason="needs dataset-fashion-mnist"
+)
 def test_fashion_mnist_setup_repairs_a_truncated_file(tmp_path):
     from orderlib.data import fashion_mnist as FM
 
@@ -432,6 +511,7 @@ def test_wordnet_setup_repairs_missing_and_truncated_files(tmp_path):
 
 # ---------------------------------------------------------------- parameters, before any work
 
+
 def test_notebook_parameters_are_checked_before_any_work(tmp_path, monkeypatch):
     from orderlib.experiments import devise, oe_retrieval, oe_snli, oe_toy2d, oe_wordnet
     from orderlib.params import ParameterError, validate
@@ -462,9 +542,14 @@ def test_notebook_parameters_are_checked_before_any_work(tmp_path, monkeypatch):
 def test_injected_parameter_names_are_read_from_papermills_cell():
     from orderlib.params import assigned_names, injected_parameters
 
-    history = ["", "import os", 'PRESET = "small"\nWORDNET = "3.1"',  # the notebook's own parameters cell
-               '# Parameters\nPRESTE = "full"\nA, (B, *C) = 1, (2, 3)\nD: int = 4\nx.attr = 5\n',
-               "validate(spec)", "# Parameters\nE = [1, 2]\nPRESTE = 'small'\n"]
+    history = [
+        "",
+        "import os",
+        'PRESET = "small"\nWORDNET = "3.1"',  # the notebook's own parameters cell
+        '# Parameters\nPRESTE = "full"\nA, (B, *C) = 1, (2, 3)\nD: int = 4\nx.attr = 5\n',
+        "validate(spec)",
+        "# Parameters\nE = [1, 2]\nPRESTE = 'small'\n",
+    ]
     assert injected_parameters(history) == ["PRESTE", "A", "B", "C", "D", "E"]
     assert injected_parameters(["", "# a comment\nPRESET = 'full'", "# Parameters of the model\nX = 1"]) == []
     assert injected_parameters([]) == [] and injected_parameters() == []  # not in an IPython kernel
@@ -482,7 +567,8 @@ def test_an_injected_parameter_the_notebook_does_not_take_is_an_error(monkeypatc
     assert str(exc.value) == (
         f"bad notebook parameters: unknown parameter PRESTE (this notebook takes {takes}; did you mean PRESET?); "
         f"unknown parameter WORDNT (this notebook takes {takes}; did you mean WORDNET?); "
-        "WORDNET='3.2' is not one of ['3.0', '3.1']")
+        "WORDNET='3.2' is not one of ['3.0', '3.1']"
+    )
     monkeypatch.setattr(P, "injected_parameters", lambda: ["PRESET", "ROWS"])  # Figure 4's notebook takes no ROWS
     with pytest.raises(P.ParameterError, match=r"unknown parameter ROWS \(this notebook takes \['PRESET', 'DEVICE'\]"):
         oe_retrieval.check_parameters(PRESET="small", DEVICE="auto")
@@ -507,11 +593,20 @@ def test_each_notebook_validates_exactly_its_parameters_cell():
         at = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))
         names = set(assigned_names("".join(cells[at]["source"])))
         code = "\n".join("".join(c["source"]) for c in cells[:at] if c["cell_type"] == "code")
-        module = next(a.name for n in ast.walk(ast.parse(code)) if isinstance(n, ast.ImportFrom)
-                      for a in n.names if a.asname == "exp")
+        module = next(
+            a.name
+            for n in ast.walk(ast.parse(code))
+            if isinstance(n, ast.ImportFrom)
+            for a in n.names
+            if a.asname == "exp"
+        )
         exp = importlib.import_module(f"orderlib.experiments.{module}")
-        calls = [n for n in ast.walk(ast.parse("".join(cells[at + 1]["source"]))) if isinstance(n, ast.Call)
-                 and getattr(n.func, "attr", getattr(n.func, "id", None)) in ("validate", "check_parameters")]
+        calls = [
+            n
+            for n in ast.walk(ast.parse("".join(cells[at + 1]["source"])))
+            if isinstance(n, ast.Call)
+            and getattr(n.func, "attr", getattr(n.func, "id", None)) in ("validate", "check_parameters")
+        ]
         assert len(calls) == 1, f"{nb.name}: the cell after the parameters cell validates them once"
         passed = {k.arg for k in calls[0].keywords}
         spec = set(exp.PARAMETERS) if isinstance(calls[0].func, ast.Name) else passed & set(exp.PARAMETERS)
@@ -530,9 +625,14 @@ def test_a_mistyped_papermill_parameter_stops_the_notebook_before_any_work(tmp_p
 
     out = tmp_path / "00.ipynb"
     with pytest.raises(PapermillExecutionError) as exc:
-        papermill.execute_notebook(str(repo_root() / "notebooks" / "00_oe_fig2_toy2d.ipynb"), str(out),
-                                   parameters=dict(PRESTE="full"), kernel_name="python3", cwd=str(tmp_path),
-                                   progress_bar=False)
+        papermill.execute_notebook(
+            str(repo_root() / "notebooks" / "00_oe_fig2_toy2d.ipynb"),
+            str(out),
+            parameters=dict(PRESTE="full"),
+            kernel_name="python3",
+            cwd=str(tmp_path),
+            progress_bar=False,
+        )
     e = exc.value
     assert e.ename == "ParameterError" and "unknown parameter PRESTE" in e.evalue, e.evalue
     assert f"this notebook takes {list(oe_toy2d.PARAMETERS)}; did you mean PRESET?)" in e.evalue
@@ -540,7 +640,7 @@ def test_a_mistyped_papermill_parameter_stops_the_notebook_before_any_work(tmp_p
     at = next(i for i, c in enumerate(code) if c["execution_count"] == e.exec_count)
     assert "".join(code[at]["source"]).startswith("validate(exp.PARAMETERS") and e.source == "".join(code[at]["source"])
     assert "injected-parameters" in code[at - 1]["metadata"]["tags"]  # the cell right after papermill's
-    assert all(c["execution_count"] is None for c in code[at + 1:])  # nothing ran after it
+    assert all(c["execution_count"] is None for c in code[at + 1 :])  # nothing ran after it
 
 
 def test_a_precomp_test_split_too_small_fails_before_training(tmp_path, monkeypatch):
@@ -586,6 +686,5 @@ def test_nbval_waits_for_cell_output_on_a_busy_machine():
             seen.extend(getattr(i, "output_timeout", None) for i in session.items)
 
     nb = str(repo_root() / "notebooks" / "00_oe_fig2_toy2d.ipynb")
-    assert _pytest.main(["-q", "--nbval-lax", "--collect-only", "-p", "no:cacheprovider", nb],
-                        plugins=[Record()]) == 0
+    assert _pytest.main(["-q", "--nbval-lax", "--collect-only", "-p", "no:cacheprovider", nb], plugins=[Record()]) == 0
     assert seen and set(seen) == {120}

@@ -1,4 +1,5 @@
 """reports/README.md: generated from the reports present, current, and strict about unlisted ones."""
+
 import json
 
 import pytest
@@ -19,8 +20,12 @@ def test_unlisted_or_missing_reports_are_errors(tmp_path):
         R.render(tmp_path)
     (tmp_path / "reports" / "figures" / "oe_table3_roc.png").write_bytes(b"png")
     text = R.render(tmp_path)
-    assert "| `oe_table3_snli` |" in text and "| fp32 | 0123456 | not recorded | 2026-11-23 |" in text and "oe_table2" not in text
-    assert "e.g. \"orderlib `oe_table3_snli` at 0123456\"" in text  # the example cites a real table
+    assert (
+        "| `oe_table3_snli` |" in text
+        and "| fp32 | 0123456 | not recorded | 2026-11-23 |" in text
+        and "oe_table2" not in text
+    )
+    assert 'e.g. "orderlib `oe_table3_snli` at 0123456"' in text  # the example cites a real table
     no_mode = {k: v for k, v in meta.items() if k != "matmul"}
     (tmp_path / "reports" / "tables" / "oe_table3_snli.meta.json").write_text(json.dumps(no_mode))
     with pytest.raises(ValueError, match="does not say which matrix-product precision ran"):
@@ -52,11 +57,17 @@ def test_the_tolerance_line_is_read_off_the_bench_tolerance_report(tmp_path):
     tables = tmp_path / "reports" / "tables"
     tables.mkdir(parents=True)
     assert R.tolerance_line(tmp_path / "reports") == ""
-    (tables / "bench_tolerance.csv").write_text("method,metric,paper,ours\n1 thread vs reference,a,,0.5\n"
-                                                "1 thread vs reference,b,,0\n1 thread vs reference,c,,1.25\n")
+    (tables / "bench_tolerance.csv").write_text(
+        "method,metric,paper,ours\n1 thread vs reference,a,,0.5\n"
+        "1 thread vs reference,b,,0\n1 thread vs reference,c,,1.25\n"
+    )
     (tables / "bench_tolerance.meta.json").write_text(json.dumps({"notebooks": ["notebooks/06_x.ipynb"]}))
     line = R.tolerance_line(tmp_path / "reports")
     assert "06_x.ipynb's numbers moved against the first run: with 1 thread, up to 1.25 (2 of 3 numbers moved)" in line
-    (tables / "bench_tolerance.csv").write_text("method,metric,paper,ours,measure\n1 thread vs reference,a,,0.5,hit@1\n"
-                                                "1 thread vs reference,b,,0.004,hp@5\n1 thread vs reference,c,,0.25,hit@5\n")
-    assert "with 1 thread, hit@k up to 0.5, hp@k up to 0.004 (3 of 3 numbers moved)" in R.tolerance_line(tmp_path / "reports")
+    (tables / "bench_tolerance.csv").write_text(
+        "method,metric,paper,ours,measure\n1 thread vs reference,a,,0.5,hit@1\n"
+        "1 thread vs reference,b,,0.004,hp@5\n1 thread vs reference,c,,0.25,hit@5\n"
+    )
+    assert "with 1 thread, hit@k up to 0.5, hp@k up to 0.004 (3 of 3 numbers moved)" in R.tolerance_line(
+        tmp_path / "reports"
+    )

@@ -8,13 +8,11 @@ from orderlib.reports import write_table
 from orderlib.runs import run_paths
 from orderlib.tools.strip_notebooks import strip
 
-META = {"preset": "small", "seed": 0, "device": "cpu", "data_source": "x", "data_fingerprint": "ab",
-        "wall_time_s": 1.0}
+META = {"preset": "small", "seed": 0, "device": "cpu", "data_source": "x", "data_fingerprint": "ab", "wall_time_s": 1.0}
 
 
 def test_write_table_long_format_and_provenance(tmp_path):
-    df = pd.DataFrame({"method": ["a", "b"], "metric": ["acc", "acc"], "paper": [90.6, None],
-                       "ours": [91.0, 50.0]})
+    df = pd.DataFrame({"method": ["a", "b"], "metric": ["acc", "acc"], "paper": [90.6, None], "ours": [91.0, 50.0]})
     paths = write_table("t1", df, META, tmp_path, title="T", notes="note")
     back = pd.read_csv(paths["csv"])
     assert list(back.columns[:4]) == ["method", "metric", "paper", "ours"]
@@ -81,10 +79,17 @@ def test_git_commit_ignores_generated_reports_but_not_code(tmp_path):
 
 def test_csv_numbers_are_rounded_as_cited(tmp_path):
     import pandas as pd
+
     from orderlib.reports import write_table
 
-    df = pd.DataFrame({"method": ["a", "b", "c"], "metric": ["acc", "auc", "count"],
-                       "paper": [88.2, None, None], "ours": [87.61250000000001, 0.85341234, 4000.0]})
+    df = pd.DataFrame(
+        {
+            "method": ["a", "b", "c"],
+            "metric": ["acc", "auc", "count"],
+            "paper": [88.2, None, None],
+            "ours": [87.61250000000001, 0.85341234, 4000.0],
+        }
+    )
     meta = dict(preset="small", seed=0, device="cpu", data_source="x", data_fingerprint="y", wall_time_s=1.0)
     out = write_table("t", df, meta, tmp_path)
     text = out["csv"].read_text()
@@ -93,24 +98,41 @@ def test_csv_numbers_are_rounded_as_cited(tmp_path):
 
 
 def test_markdown_shows_missing_values_as_empty_cells(tmp_path):
-    df = pd.DataFrame({"method": ["closure", "oe"], "metric": ["acc", "acc"], "paper": [88.2, None],
-                       "ours": [87.61, 90.89], "n_seeds": pd.array([None, 3], dtype="Int64"),
-                       "seed": [None, "mean"]})
+    df = pd.DataFrame(
+        {
+            "method": ["closure", "oe"],
+            "metric": ["acc", "acc"],
+            "paper": [88.2, None],
+            "ours": [87.61, 90.89],
+            "n_seeds": pd.array([None, 3], dtype="Int64"),
+            "seed": [None, "mean"],
+        }
+    )
     md = write_table("t", df, META, tmp_path)["md"].read_text()
     assert "<NA>" not in md and "nan" not in md.lower() and "None" not in md
-    cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
-             for line in md.splitlines() if line.startswith(("| closure", "| oe"))}
+    cells = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in md.splitlines()
+        if line.startswith(("| closure", "| oe"))
+    }
     assert cells == {"closure": ["acc", "88.2", "87.61", "", ""], "oe": ["acc", "", "90.89", "3", "mean"]}
 
 
 def test_training_provenance_names_models_from_another_commit():
     from orderlib.reports import model_record, training_provenance
 
-    models = {"a": model_record(10.0004, "c1", False, epochs_run=3), "b": model_record(5.0, "c0", True),
-              "c": model_record(None, None, True)}
+    models = {
+        "a": model_record(10.0004, "c1", False, epochs_run=3),
+        "b": model_record(5.0, "c0", True),
+        "c": model_record(None, None, True),
+    }
     t = training_provenance(models, "c1")
-    assert t["train_seconds_total"] == 15.0 and model_record(0.0123, "c1", False)["train_seconds"] == 0.012 and t["models"]["a"] == {
-        "train_seconds": 10.0, "trained_at": "c1", "loaded_from_checkpoint": False, "epochs_run": 3}
+    assert (
+        t["train_seconds_total"] == 15.0
+        and model_record(0.0123, "c1", False)["train_seconds"] == 0.012
+        and t["models"]["a"]
+        == {"train_seconds": 10.0, "trained_at": "c1", "loaded_from_checkpoint": False, "epochs_run": 3}
+    )
     assert t["trained_at"] == ["None", "c0", "c1"] and t["trained_at_other_commit"] == ["b", "c"]
     assert t["note"].startswith("2 of 3 models were trained at another commit") and "b, c" in t["note"]
     same = training_provenance({"a": models["a"]}, "c1")

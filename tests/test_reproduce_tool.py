@@ -1,4 +1,5 @@
 """orderlib.tools.reproduce: times notebooks and counts the models their reports trained."""
+
 import json
 
 import nbformat
@@ -10,13 +11,18 @@ from orderlib.tools import reproduce as R
 
 def _notebook(path, tables, loaded):
     """A notebook that writes one report whose single model was trained here or loaded."""
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell('PRESET = "small"', metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell(
-                    "import json, pathlib\n"
-                    f"t = json.loads({json.dumps(json.dumps(training_provenance({'m': model_record(2.0, 'c', loaded)}, 'c')))})\n"
-                    f"pathlib.Path({str(tables)!r}, 'x_' + PRESET + '.meta.json').write_text("
-                    "json.dumps({'id': 'x_' + PRESET, 'training': t}))")]
+    nb = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    )
+    nb.cells = [
+        nbformat.v4.new_code_cell('PRESET = "small"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "import json, pathlib\n"
+            f"t = json.loads({json.dumps(json.dumps(training_provenance({'m': model_record(2.0, 'c', loaded)}, 'c')))})\n"
+            f"pathlib.Path({str(tables)!r}, 'x_' + PRESET + '.meta.json').write_text("
+            "json.dumps({'id': 'x_' + PRESET, 'training': t}))"
+        ),
+    ]
     nbformat.write(nb, str(path))
     return path
 
@@ -26,6 +32,7 @@ def test_run_notebook_times_it_and_reads_the_reports_it_wrote(tmp_path):
     tables.mkdir()
     (tables / "old.meta.json").write_text(json.dumps({"id": "old"}))  # written before: not this notebook's
     import os
+
     os.utime(tables / "old.meta.json", (0, 0))
     r = R.run_notebook(_notebook(tmp_path / "01_a.ipynb", tables, False), "tiny", tmp_path / "out", tables)
     assert r["reports"] == ["x_tiny"] and r["models"] == 1 and r["trained"] == 1 and r["seconds"] > 0
@@ -36,8 +43,10 @@ def test_run_notebook_times_it_and_reads_the_reports_it_wrote(tmp_path):
 
 
 def test_bench_table_shares_sum_to_100_and_compares_with_the_previous_run():
-    runs = [{"notebook": "a", "seconds": 30.0, "models": 2, "trained": 2, "train_seconds": 20.0, "recorded": True},
-            {"notebook": "b", "seconds": 90.0, "models": 0, "trained": 0, "train_seconds": 0.0, "recorded": False}]
+    runs = [
+        {"notebook": "a", "seconds": 30.0, "models": 2, "trained": 2, "train_seconds": 20.0, "recorded": True},
+        {"notebook": "b", "seconds": 90.0, "models": 0, "trained": 0, "train_seconds": 0.0, "recorded": False},
+    ]
     df = R.bench_table(runs, {"a": 60.0})
     share = df[df.metric == "share of the run's wall time (%)"].set_index("method").ours
     assert share["a"] == 25.0 and share["b"] == 75.0 and share["total"] == 100.0
@@ -52,14 +61,41 @@ def test_bench_table_shares_sum_to_100_and_compares_with_the_previous_run():
 def test_a_partial_run_keeps_the_other_notebooks_rows_with_the_commit_that_timed_them(tmp_path):
     from orderlib.reports import write_table
 
-    first = [{"notebook": "00_a", "seconds": 30.0, "models": 2, "trained": 2, "train_seconds": 60.0, "recorded": True,
-              "commit": "1111111aaaa", "device": "cpu:x"},
-             {"notebook": "01_b", "seconds": 90.0, "models": 0, "trained": 0, "train_seconds": 0.0, "recorded": False,
-              "commit": "1111111aaaa", "device": "cpu:x"}]
-    meta = {"preset": "full", "seed": 0, "device": "cpu:x", "data_source": "-", "data_fingerprint": "-",
-            "wall_time_s": 120.0, "git_commit": "1111111aaaa",
-            "notebooks": {r["notebook"]: {"reports": ["r_" + r["notebook"]], "seconds": r["seconds"],
-                                          "commit": r["commit"]} for r in first}}
+    first = [
+        {
+            "notebook": "00_a",
+            "seconds": 30.0,
+            "models": 2,
+            "trained": 2,
+            "train_seconds": 60.0,
+            "recorded": True,
+            "commit": "1111111aaaa",
+            "device": "cpu:x",
+        },
+        {
+            "notebook": "01_b",
+            "seconds": 90.0,
+            "models": 0,
+            "trained": 0,
+            "train_seconds": 0.0,
+            "recorded": False,
+            "commit": "1111111aaaa",
+            "device": "cpu:x",
+        },
+    ]
+    meta = {
+        "preset": "full",
+        "seed": 0,
+        "device": "cpu:x",
+        "data_source": "-",
+        "data_fingerprint": "-",
+        "wall_time_s": 120.0,
+        "git_commit": "1111111aaaa",
+        "notebooks": {
+            r["notebook"]: {"reports": ["r_" + r["notebook"]], "seconds": r["seconds"], "commit": r["commit"]}
+            for r in first
+        },
+    }
     write_table(R.TABLE_ID, R.bench_table(first, {}), meta, tmp_path)
     carried = R.carried_runs(tmp_path, {"01_b"})  # this run re-times 01_b only
     assert [c["notebook"] for c in carried] == ["00_a"]
@@ -71,8 +107,15 @@ def test_a_partial_run_keeps_the_other_notebooks_rows_with_the_commit_that_timed
     R.write_bench([{**first[0], "commit": "61017e4aaaa", "reports": []}], tmp_path, "full", [], "61017e4aaaa", {}, "")
     md = (tmp_path / f"{R.TABLE_ID}.md").read_text()
     assert "`61017e4`" in md and "`1111111`" in md and "e+0" not in md
-    now = {"notebook": "01_b", "seconds": 45.0, "models": 0, "trained": 0, "train_seconds": 0.0, "recorded": False,
-           "commit": "2222222bbbb"}
+    now = {
+        "notebook": "01_b",
+        "seconds": 45.0,
+        "models": 0,
+        "trained": 0,
+        "train_seconds": 0.0,
+        "recorded": False,
+        "commit": "2222222bbbb",
+    }
     df = R.bench_table(carried + [now], {"01_b": 90.0})
     wall = df[df.metric == "wall time (min)"].set_index("method")
     assert wall.ours["total"] == 1.25 and dict(wall["timed at"]) == {"00_a": "1111111", "01_b": "2222222", "total": ""}
@@ -106,17 +149,28 @@ def test_a_notebook_that_fails_after_writing_a_report_marks_it_and_keeps_the_fin
     (rep / "tables" / "devise_zeroshot.meta.json").write_text(json.dumps({"git_commit": "c", "failed_run": failed}))
     (rep / "figures" / "devise_zeroshot_examples.png").write_bytes(b"png")
     import pytest
+
     with pytest.raises(ValueError, match="devise_zeroshot: written by a run of 01_bad.ipynb that then failed"):
         report_index.render(tmp_path / "root")
 
 
 def test_a_previous_time_from_another_machine_is_no_baseline(tmp_path):
     from orderlib.reports import device_description
+
     here = device_description("cpu")
     nb = tmp_path / "00_a.ipynb"
     nb.write_text("{}")
-    run = lambda: [{"notebook": "00_a.ipynb", "seconds": 60.0, "models": 0, "trained": 0,  # noqa: E731
-                    "train_seconds": 0.0, "recorded": False, "reports": []}]
+    run = lambda: [
+        {
+            "notebook": "00_a.ipynb",
+            "seconds": 60.0,
+            "models": 0,
+            "trained": 0,  # noqa: E731
+            "train_seconds": 0.0,
+            "recorded": False,
+            "reports": [],
+        }
+    ]
     for previous_machine, compared in (("cpu:Some Other CPU (2 threads)", False), (here, True)):
         R.write_bench(run(), tmp_path, "full", [nb], "3333333cccc", {}, "")  # the previous run, then re-labelled
         meta = json.loads((tmp_path / f"{R.TABLE_ID}.meta.json").read_text())
@@ -132,8 +186,15 @@ def test_a_previous_time_from_another_machine_is_no_baseline(tmp_path):
 def test_machine_reference_is_recorded_per_run_and_kept_with_carried_rows(tmp_path):
     ref = R.reference_speed(0.05)
     assert set(ref) == {"gemm_gflops", "gather_gbs"} and all(v > 0 for v in ref.values())
-    run = {"notebook": "00_a", "seconds": 30.0, "models": 0, "trained": 0, "train_seconds": 0.0, "recorded": False,
-           "reports": []}
+    run = {
+        "notebook": "00_a",
+        "seconds": 30.0,
+        "models": 0,
+        "trained": 0,
+        "train_seconds": 0.0,
+        "recorded": False,
+        "reports": [],
+    }
     R.write_bench([run], tmp_path, "full", [], "1111111aaaa", {}, "", {"start": ref, "end": ref})
     meta = json.loads((tmp_path / f"{R.TABLE_ID}.meta.json").read_text())
     assert meta["machine_reference"]["start"] == ref and meta["notebooks"]["00_a"]["reference"] == ref
@@ -149,8 +210,15 @@ def test_machine_reference_is_recorded_per_run_and_kept_with_carried_rows(tmp_pa
 def test_a_gpu_run_writes_its_own_table_beside_the_cpu_runs_times(tmp_path):
     """On a CUDA machine the timings go to bench_reproduce_cuda (the CPU table untouched), with each
     notebook's CPU wall time and the ratio; the next GPU run compares with the last GPU run only."""
-    run = lambda s: {"notebook": "03_t", "seconds": s, "models": 1, "trained": 1, "train_seconds": s / 2,  # noqa: E731
-                     "recorded": True, "reports": []}
+    run = lambda s: {
+        "notebook": "03_t",
+        "seconds": s,
+        "models": 1,
+        "trained": 1,
+        "train_seconds": s / 2,  # noqa: E731
+        "recorded": True,
+        "reports": [],
+    }
     R.write_bench([run(600.0)], tmp_path, "full", [], "1111111aaaa", {}, "", device="cpu:Some CPU (2 threads)")
     cpu_csv = (tmp_path / f"{R.TABLE_ID}.csv").read_text()
     gpu = "cuda:Some GPU with Some CPU (16 threads)"

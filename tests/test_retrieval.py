@@ -2,8 +2,15 @@ import numpy as np
 import pytest
 import torch
 
-from orderlib.eval.retrieval import (TIES, NonFiniteEmbeddings, TargetRanks, evaluate_retrieval, rank_metrics,
-                                     ranks_of_targets, retrieval_ranks, topk_hits)
+from orderlib.eval.retrieval import (
+    TIES,
+    NonFiniteEmbeddings,
+    evaluate_retrieval,
+    rank_metrics,
+    ranks_of_targets,
+    retrieval_ranks,
+    topk_hits,
+)
 from orderlib.penalties import order_violation_matrix
 
 NAN = float("nan")
@@ -23,14 +30,22 @@ def _brute_ranks(pen: np.ndarray, targets: list[list[int]], ties: str = "pessimi
 
 
 # A hand-made penalty matrix with ties and NaN; low = better. Hand-computed below.
-HAND = torch.tensor([[0.5, 0.2, 0.2, 0.2, 0.9, 0.1],  # target 2: 1 ahead, tied with 1 and 3
-                     [0.3, 0.3, 0.3, 0.3, 0.3, 0.3],  # targets 4, 5: all six tied
-                     [0.0, NAN, NAN, 0.1, 0.1, 0.2],  # targets 1, 2 are NaN: last
-                     [0.2, NAN, 0.1, NAN, 0.3, 0.2]])  # target 5: 1 ahead, tied with 0; NaNs last
+HAND = torch.tensor(
+    [
+        [0.5, 0.2, 0.2, 0.2, 0.9, 0.1],  # target 2: 1 ahead, tied with 1 and 3
+        [0.3, 0.3, 0.3, 0.3, 0.3, 0.3],  # targets 4, 5: all six tied
+        [0.0, NAN, NAN, 0.1, 0.1, 0.2],  # targets 1, 2 are NaN: last
+        [0.2, NAN, 0.1, NAN, 0.3, 0.2],
+    ]
+)  # target 5: 1 ahead, tied with 0; NaNs last
 HAND_TARGETS = torch.tensor([[2, 4], [4, 5], [1, 2], [5, 4]])  # second targets of rows 0, 3 score worse
-HAND_RANKS = {"pessimistic": [4, 5, 5, 3], "optimistic": [2, 1, 5, 2], "index": [3, 5, 5, 3],
-              # expected: the first of t targets among t + u shuffled ties sits at (t + u + 1) / (t + 1)
-              "expected": [1 + 4 / 2, 7 / 3, 5.0, 1 + 3 / 2]}
+HAND_RANKS = {
+    "pessimistic": [4, 5, 5, 3],
+    "optimistic": [2, 1, 5, 2],
+    "index": [3, 5, 5, 3],
+    # expected: the first of t targets among t + u shuffled ties sits at (t + u + 1) / (t + 1)
+    "expected": [1 + 4 / 2, 7 / 3, 5.0, 1 + 3 / 2],
+}
 
 
 def test_hand_made_ties_give_the_hand_computed_ranks_under_each_rule():
@@ -55,7 +70,9 @@ def test_deterministic_rules_match_a_brute_force_sort(ties):
     im, cap = ((torch.rand(12, 6, generator=g) * 3).round() / 3, (torch.rand(60, 6, generator=g) * 3).round() / 3)
     i2t, t2i = retrieval_ranks(im, cap, "order", 5, block=5)
     pen = order_violation_matrix(im, cap).numpy()
-    assert np.array_equal(i2t.ranks(ties).numpy(), _brute_ranks(pen, [list(range(5 * i, 5 * i + 5)) for i in range(12)], ties))
+    assert np.array_equal(
+        i2t.ranks(ties).numpy(), _brute_ranks(pen, [list(range(5 * i, 5 * i + 5)) for i in range(12)], ties)
+    )
     assert np.array_equal(t2i.ranks(ties).numpy(), _brute_ranks(pen.T, [[j // 5] for j in range(60)], ties))
 
 
@@ -190,8 +207,10 @@ def test_index_rule_is_the_reference_loop_with_a_stable_sort():
     g = torch.Generator().manual_seed(11)
     im, cap = (torch.rand(30, 5, generator=g) * 3).round() / 3, (torch.rand(150, 5, generator=g) * 3).round() / 3
     pen = order_violation_matrix(im, cap).numpy()  # (30, 150), many exact ties
-    i2t_ref = [1 + min(int(np.flatnonzero(np.argsort(pen[i], kind="stable") == j)[0]) for j in range(5 * i, 5 * i + 5))
-               for i in range(30)]
+    i2t_ref = [
+        1 + min(int(np.flatnonzero(np.argsort(pen[i], kind="stable") == j)[0]) for j in range(5 * i, 5 * i + 5))
+        for i in range(30)
+    ]
     t2i_ref = [1 + int(np.flatnonzero(np.argsort(pen[:, j], kind="stable") == j // 5)[0]) for j in range(150)]
     i2t, t2i = retrieval_ranks(im, cap, "order", 5)
     assert i2t.ranks("index").tolist() == i2t_ref and t2i.ranks("index").tolist() == t2i_ref

@@ -1,4 +1,5 @@
 """Section 4.6 (caption detail) and Figure 4 (max/min regularities) analyses on hand-made cases."""
+
 import numpy as np
 import torch
 
@@ -17,6 +18,7 @@ def test_length_different_pairs_hand_case():
 
 class _Fixed(torch.nn.Module):
     """A stand-in with the order penalty and fixed embeddings."""
+
     penalty = "order"
 
     def penalty_matrix(self, images, captions):
@@ -28,8 +30,20 @@ class _Fixed(torch.nn.Module):
 def test_ranks_of_images_and_of_the_longer_caption():
     model = _Fixed()
     ims = torch.tensor([[1.0, 1.0], [0.0, 0.0]])  # image 0 is above-right (specific) of everything
-    caps = torch.tensor([[0.5, 0.5], [0.9, 0.1], [0.2, 0.2], [0.1, 0.1], [0.0, 0.0],  # image 0
-                         [0.4, 0.4], [0.3, 0.0], [0.0, 0.3], [0.6, 0.6], [0.0, 0.0]])  # image 1
+    caps = torch.tensor(
+        [
+            [0.5, 0.5],
+            [0.9, 0.1],
+            [0.2, 0.2],
+            [0.1, 0.1],
+            [0.0, 0.0],  # image 0
+            [0.4, 0.4],
+            [0.3, 0.0],
+            [0.0, 0.3],
+            [0.6, 0.6],
+            [0.0, 0.0],
+        ]
+    )  # image 1
     ranks = oe_detail.image_ranks(model, ims, caps, [0, 5, 9])
     # caption 0: E(im0)=0 < E(im1) -> 1; caption 5 (image 1): E(im0)=0 < E(im1) -> 2;
     # caption 9 = origin: E = 0 for both images, a tie counted against the model -> 2

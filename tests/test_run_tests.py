@@ -1,5 +1,6 @@
 """make test's runner (orderlib.tools.run_tests): every step runs when one fails, the run folder is
 measured and removed, and the last line counts every step's tests."""
+
 from pathlib import Path
 
 from orderlib.tools import run_tests
@@ -20,15 +21,23 @@ def test_a_failing_step_does_not_hide_the_next_and_the_run_folder_is_removed(tmp
     monkeypatch.setattr(run_tests, "entailment_available", lambda: True)
     rc = run_tests.main(["--notebooks", "notebooks/00_x.ipynb"])
     out = capsys.readouterr().out
-    assert rc == 1 and calls == ["report index", "library tests", "notebooks (small preset)"]
-    assert "disk: 3 MiB written under runs/test-" in out and "(removed)" in out
+    assert rc == 1 and calls == [
+        "lint (ruff check)",
+        "format (ruff format --check)",
+        "report index",
+        "library tests",
+        "notebooks (small preset)",
+    ]
+    assert "disk: 5 MiB written under runs/test-" in out and "(removed)" in out
     assert not list((tmp_path / "runs").glob("test-*"))
-    assert out.rstrip().splitlines()[-1] == "total: 9 passed, 1 failed, 3 skipped"
+    assert out.rstrip().splitlines()[-1] == "total: 15 passed, 1 failed, 5 skipped"
 
 
 def test_junit_counts_read_passes_failures_errors_and_skips(tmp_path):
     xml = tmp_path / "r.xml"
-    xml.write_text('<testsuites><testsuite><testcase name="a"/><testcase name="b"><failure/></testcase>'
-                   '<testcase name="c"><error/></testcase><testcase name="d"><skipped/></testcase></testsuite></testsuites>')
+    xml.write_text(
+        '<testsuites><testsuite><testcase name="a"/><testcase name="b"><failure/></testcase>'
+        '<testcase name="c"><error/></testcase><testcase name="d"><skipped/></testcase></testsuite></testsuites>'
+    )
     assert run_tests.junit_counts(xml) == {"passed": 1, "failed": 2, "skipped": 1}
     assert run_tests.junit_counts(tmp_path / "missing.xml") == {"passed": 0, "failed": 0, "skipped": 0}

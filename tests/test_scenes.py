@@ -1,17 +1,21 @@
 """Fashion-MNIST Scenes: determinism, captions true of their scene, disjoint pixel sources."""
+
 import itertools
 
 import numpy as np
 import pytest
 
 from orderlib.data.fashion_mnist import CLASSES, SYNSETS, FashionMNIST
-from orderlib.data.scenes import (ITEM, LEVELS, SLOT, SOURCES, Lexicon, caption_tokenize, make_scenes,
-                                  noun_phrase)
+from orderlib.data.scenes import ITEM, LEVELS, SLOT, SOURCES, Lexicon, caption_tokenize, make_scenes, noun_phrase
 
 # A hand-made lexicon over the 10 classes (no WordNet needed): two branches under "thing".
-_LADDERS = tuple(("c%d" % c, "top" if c < 5 else "shoe", "thing") for c in range(10))
-_WORDS = {**{"c%d" % c: ("word%d" % c, "alt%d" % c) for c in range(10)},
-          "top": ("top",), "shoe": ("shoe",), "thing": ("thing",)}
+_LADDERS = tuple((f"c{c}", "top" if c < 5 else "shoe", "thing") for c in range(10))
+_WORDS = {
+    **{f"c{c}": (f"word{c}", f"alt{c}") for c in range(10)},
+    "top": ("top",),
+    "shoe": ("shoe",),
+    "thing": ("thing",),
+}
 LEX = Lexicon(_LADDERS, _WORDS)
 
 
@@ -39,7 +43,7 @@ def test_same_seed_same_scenes_other_seed_other_scenes(sources):
 
 
 def test_items_come_only_from_their_split_range(sources):
-    for split, (fm_split, lo, hi) in SOURCES.items():
+    for split, (_fm_split, lo, hi) in SOURCES.items():
         sc = _scenes(sources, split, 500)
         used = sc.items[sc.items >= 0]
         assert used.min() >= lo and used.max() < hi, split
@@ -63,7 +67,7 @@ def test_scene_layout_and_rendering(sources):
             y, x = sc.offsets[k, s]
             assert SLOT * (s // 2) <= y <= SLOT * (s // 2) + SLOT - ITEM  # inside its slot
             assert SLOT * (s % 2) <= x <= SLOT * (s % 2) + SLOT - ITEM
-            assert np.array_equal(canvases[k, y:y + ITEM, x:x + ITEM], sources["train"].images[sc.items[k, s]])
+            assert np.array_equal(canvases[k, y : y + ITEM, x : x + ITEM], sources["train"].images[sc.items[k, s]])
             assert sc.labels[k, s] == sources["train"].labels[sc.items[k, s]]
 
 
@@ -81,7 +85,8 @@ def _check_claim(claim, labels, offsets, lex):
     if kind == "inventory":  # a one-to-one naming of every item by a synset above it
         named = claim[1]
         return len(named) == len(present) and any(
-            all(_under(l, s, lex) for l, s in zip(perm, named)) for perm in itertools.permutations(present))
+            all(_under(l, s, lex) for l, s in zip(perm, named)) for perm in itertools.permutations(present)
+        )
     if kind == "is":
         return lex.ladders[int(labels[claim[1]])][0] == claim[2]
     if kind == "at":
@@ -89,8 +94,12 @@ def _check_claim(claim, labels, offsets, lex):
         return claim[2] == ("top" if y < SLOT else "bottom") + " " + ("left" if x < SLOT else "right")
     if kind == "rel":
         (ya, xa), (yb, xb) = offsets[claim[1]], offsets[claim[2]]
-        return {"to the left of": xa + ITEM <= xb, "to the right of": xb + ITEM <= xa,
-                "above": ya + ITEM <= yb, "below": yb + ITEM <= ya}[claim[3]]
+        return {
+            "to the left of": xa + ITEM <= xb,
+            "to the right of": xb + ITEM <= xa,
+            "above": ya + ITEM <= yb,
+            "below": yb + ITEM <= ya,
+        }[claim[3]]
     raise AssertionError(f"unknown claim {claim}")
 
 
@@ -103,7 +112,8 @@ def test_every_caption_claim_is_true_of_its_scene_and_named_in_the_text(sources)
             for claim in claims:
                 assert _check_claim(claim, sc.labels[k], sc.offsets[k], LEX), (text, claim)
                 for synset in [c for c in claim[1:] if isinstance(c, str) and c in LEX.words] + (
-                        claim[1] if claim[0] == "inventory" else []):
+                    claim[1] if claim[0] == "inventory" else []
+                ):
                     assert any(w in text for w in LEX.words[synset]), (text, synset)
 
 
@@ -115,8 +125,9 @@ def test_claim_checker_catches_false_captions(sources):
     a, b = int(slots[0]), int(slots[1])
     wrong_class = next(c for c in range(10) if c != labels[a])
     assert not _check_claim(("is", a, LEX.ladders[wrong_class][0]), labels, offsets, LEX)
-    assert not _check_claim(("rel", b, a, "to the left of"), labels, offsets, LEX) or \
-        not _check_claim(("rel", a, b, "to the left of"), labels, offsets, LEX)
+    assert not _check_claim(("rel", b, a, "to the left of"), labels, offsets, LEX) or not _check_claim(
+        ("rel", a, b, "to the left of"), labels, offsets, LEX
+    )
     assert not _check_claim(("inventory", [LEX.ladders[int(labels[a])][0]]), labels, offsets, LEX)
 
 

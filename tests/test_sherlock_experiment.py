@@ -1,11 +1,12 @@
 """Sherlock's tables from distance matrices: an oracle scores 100, chance-level noise does not."""
+
 import numpy as np
 import pytest
 import torch
+from test_facts import fake
 
 from orderlib.data.facts import Fact
 from orderlib.experiments import sherlock as exp
-from test_facts import fake
 
 
 def fake_task(cfg: dict, word_dim: int):
@@ -49,12 +50,17 @@ def test_oracle_and_noise(task):
     rng = torch.Generator().manual_seed(0)
     oracle = torch.rand(len(img_fact), len(task.facts), generator=rng) + 1.0
     oracle[torch.arange(len(img_fact)), img_fact] = 0.0
-    rows = {(r["scope"], r["candidates"], r["metric"]): r["ours"] for r in exp.retrieval_rows("SEM-A", oracle, task)
-            if r["protocol"] == "strict"}
+    rows = {
+        (r["scope"], r["candidates"], r["metric"]): r["ours"]
+        for r in exp.retrieval_rows("SEM-A", oracle, task)
+        if r["protocol"] == "strict"
+    }
     assert all(v == pytest.approx(100.0) for v in rows.values()) and len(rows) == 4 * (5 + 3)
-    noise = {(r["scope"], r["candidates"], r["metric"]): r["ours"]
-             for r in exp.retrieval_rows("x", torch.rand(len(img_fact), len(task.facts), generator=rng), task)
-             if r["protocol"] == "strict"}
+    noise = {
+        (r["scope"], r["candidates"], r["metric"]): r["ours"]
+        for r in exp.retrieval_rows("x", torch.rand(len(img_fact), len(task.facts), generator=rng), task)
+        if r["protocol"] == "strict"
+    }
     assert noise[("all", exp.ALL, "K10")] < 5 and noise[("all", exp.ALL, "mAP")] < 5
     assert noise[("order 1", exp.SAME_ORDER, "K10")] == 100.0  # only 10 first-order facts to choose from
     gen = exp.generalisation_rows("SEM-A", oracle, task)
@@ -73,8 +79,9 @@ def test_baselines_learn_from_features_that_carry_the_fact(task):
     rng = np.random.default_rng(1)
     proj = rng.standard_normal((18, 24))
     feats = lambda fs: task.language[fs].flatten(1).numpy() @ proj + 0.05 * rng.standard_normal((len(fs), 24))
-    d = exp.baseline_distances(task, feats(task.train.fact), feats(task.test.fact), dict(cca_dim=18, eszsl_gamma=0.1,
-                                                                                          eszsl_lambda=0.1))
+    d = exp.baseline_distances(
+        task, feats(task.train.fact), feats(task.test.fact), dict(cca_dim=18, eszsl_gamma=0.1, eszsl_lambda=0.1)
+    )
     img_fact = torch.as_tensor(task.test.fact)
     unseen = torch.as_tensor(task.train_counts == 0)[img_fact]
     for name, dist in d.items():
@@ -111,8 +118,11 @@ def test_same_order_candidates_and_figure7_bins(task):
     dist[torch.arange(len(img_fact)), img_fact] = 0.5  # the true fact beats every other fact of its order ...
     dist[s_of[img_fact][:, None] == s_of[None, :]] *= 0.1  # ... but not its subject's lower-order facts
     dist[:, task.orders == 1] = dist[:, task.orders == 1].clamp(max=0.01)
-    rows = {(r["scope"], r["candidates"], r["metric"]): r["ours"] for r in exp.retrieval_rows("m", dist, task)
-            if r["protocol"] == "strict"}
+    rows = {
+        (r["scope"], r["candidates"], r["metric"]): r["ours"]
+        for r in exp.retrieval_rows("m", dist, task)
+        if r["protocol"] == "strict"
+    }
     assert rows[("order 3", exp.ALL, "K1")] == 0.0 and rows[("order 3", exp.SAME_ORDER, "K1")] == 100.0
     curve = exp.images_per_fact_curve({"m": {"dist": dist}}, task)
     spo_images = int((task.orders[img_fact] == 3).sum())
@@ -139,19 +149,28 @@ def test_sem_rows_seed_seeds_the_model_not_the_data(tmp_path):
     into its own checkpoint; the default seed is the preset's (same model, same file name)."""
     from orderlib.encoders.cnn import ItemCNN
 
-    cfg = dict(seed=0, train_images=200, test_per_fact=1, dev_per_fact=1, sem=dict(epochs=1, hidden=8, batch=32),
-               order=dict(margin=0.05))
+    cfg = dict(
+        seed=0,
+        train_images=200,
+        test_per_fact=1,
+        dev_per_fact=1,
+        sem=dict(epochs=1, hidden=8, batch=32),
+        order=dict(margin=0.05),
+    )
     t = fake_task(cfg, word_dim=4)
     data = exp.FactData(t, {s: getattr(t, s).render() for s in ("train", "dev", "test")}, {})
     cnn = ItemCNN(10, 4, in_channels=3)
     row = ["structured order-embedding (SEM-A)"]
-    runs = {s: exp.train_sem_rows(cfg, data, cnn, tmp_path, progress=False, rows=row, seed=s)[row[0]]
-            for s in (None, 0, 1)}
+    runs = {
+        s: exp.train_sem_rows(cfg, data, cnn, tmp_path, progress=False, rows=row, seed=s)[row[0]] for s in (None, 0, 1)
+    }
     assert torch.equal(runs[None]["dist"], runs[0]["dist"])  # default = the preset's seed
     assert not torch.allclose(runs[0]["dist"], runs[1]["dist"])  # another seed, another model
     assert runs[0]["fit"].resumed and not runs[1]["fit"].resumed  # seed 0 reloaded, seed 1 its own file
     assert sorted(p.name for p in tmp_path.glob("*.pt")) == [
-        "structured_order_embedding__sem_a__810.pt", "structured_order_embedding__sem_a__810_seed1.pt"]
+        "structured_order_embedding__sem_a__810.pt",
+        "structured_order_embedding__sem_a__810_seed1.pt",
+    ]
 
 
 def test_sem_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path, one_thread):
@@ -159,8 +178,14 @@ def test_sem_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_p
     training them on one thread, counted as trained in this run."""
     from orderlib.encoders.cnn import ItemCNN
 
-    cfg = dict(seed=0, train_images=200, test_per_fact=1, dev_per_fact=1, sem=dict(epochs=1, hidden=8, batch=32),
-               order=dict(margin=0.05))
+    cfg = dict(
+        seed=0,
+        train_images=200,
+        test_per_fact=1,
+        dev_per_fact=1,
+        sem=dict(epochs=1, hidden=8, batch=32),
+        order=dict(margin=0.05),
+    )
     t = fake_task(cfg, word_dim=4)
     data = exp.FactData(t, {s: getattr(t, s).render() for s in ("train", "dev", "test")}, {})
     cnn = ItemCNN(10, 4, in_channels=3)

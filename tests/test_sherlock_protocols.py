@@ -1,6 +1,7 @@
 """The two evaluation protocols of Sherlock's authors (eval/metrics of mhelhoseiny/sherlock) on
 hand-made cases: `strict` (GetSherlockResults.m) and `implied` (GetSherlockResults_notharsh_v2.m),
 and AP@100 as calcAP.m computes it."""
+
 import types
 
 import numpy as np
@@ -9,16 +10,33 @@ import torch
 
 from orderlib.data.facts import Fact, implies
 from orderlib.encoders.sherlock import structured_distance
-from orderlib.eval.facts import (average_precision, fact_map, fact_scores, flexible_relevance, implied_chance,
-                                 implied_hits, implied_topk, implied_truth, slot_scores)
+from orderlib.eval.facts import (
+    average_precision,
+    fact_map,
+    fact_scores,
+    flexible_relevance,
+    implied_chance,
+    implied_hits,
+    implied_topk,
+    implied_truth,
+    slot_scores,
+)
 from orderlib.experiments import sherlock as exp
 
 FACTS = [Fact("a"), Fact("a", "on"), Fact("a", "on", "b"), Fact("b"), Fact("b", "red"), Fact("a", "red")]
 
 
 def small_task(image_fact):
-    return exp.FactTask(FACTS, np.ones(len(FACTS), np.int64), None, types.SimpleNamespace(fact=np.asarray(image_fact)),
-                        None, None, torch.tensor([f.order for f in FACTS]), {})
+    return exp.FactTask(
+        FACTS,
+        np.ones(len(FACTS), np.int64),
+        None,
+        types.SimpleNamespace(fact=np.asarray(image_fact)),
+        None,
+        None,
+        torch.tensor([f.order for f in FACTS]),
+        {},
+    )
 
 
 def test_ap_at_100_divides_by_the_relevant_images_found_there():
@@ -33,18 +51,27 @@ def test_ap_at_100_divides_by_the_relevant_images_found_there():
     none[0, 140] = True  # relevant, but not in the top 100: calcAP.m returns 0 (and the fact stays in the mean)
     assert average_precision(dist, none, top=100)[0] == 0.0
     assert fact_map(torch.cat([dist, dist]), None, None, 100, relevant=torch.cat([rel, none])) == pytest.approx(
-        100 * (1 + 2 / 50) / 2 / 2)
+        100 * (1 + 2 / 50) / 2 / 2
+    )
 
 
 def test_own_subject_ranked_first_misses_strict_k1_but_hits_implied():
     """An <a, on, b> image whose <a> is nearest: no K1 under strict (its own fact is its only
     answer), K1 under implied (its true facts <a>, <a, on> and itself are each found within 1 + 3 - 1)."""
     img = [2, 0, 4]  # images of <a, on, b>, <a> and <b, red>
-    dist = torch.tensor([[0.1, 0.2, 0.3, 0.9, 0.9, 0.9],  # <a>, then <a, on>, then its own fact
-                         [0.1, 0.5, 0.5, 0.9, 0.9, 0.9], [0.9, 0.9, 0.9, 0.2, 0.1, 0.9]])
+    dist = torch.tensor(
+        [
+            [0.1, 0.2, 0.3, 0.9, 0.9, 0.9],  # <a>, then <a, on>, then its own fact
+            [0.1, 0.5, 0.5, 0.9, 0.9, 0.9],
+            [0.9, 0.9, 0.9, 0.2, 0.1, 0.9],
+        ]
+    )
     task = small_task(img)
-    rows = {(r["protocol"], r["metric"]): r["ours"] for r in exp.retrieval_rows("m", dist, task)
-            if r["scope"] == "order 3" and r["candidates"] == exp.ALL}
+    rows = {
+        (r["protocol"], r["metric"]): r["ours"]
+        for r in exp.retrieval_rows("m", dist, task)
+        if r["scope"] == "order 3" and r["candidates"] == exp.ALL
+    }
     assert rows[("strict", "K1")] == 0.0
     truth = implied_truth(implies(FACTS), img[:1])
     assert truth[0].tolist() == [True, True, True, False, False, False]
@@ -73,12 +100,19 @@ def test_flexible_relevance_of_an_s_query():
     """<a> is relevant to every image whose subject is a; <a, on> to its <a, on, b> images; <a, on, b> to its own."""
     img = [0, 1, 2, 3, 4, 5]  # one image of each fact
     rel = flexible_relevance(implies(FACTS), img, [0, 1, 2, 3])
-    assert rel.tolist() == [[True, True, True, False, False, True], [False, True, True, False, False, False],
-                            [False, False, True, False, False, False], [False, False, False, True, True, False]]
+    assert rel.tolist() == [
+        [True, True, True, False, False, True],
+        [False, True, True, False, False, False],
+        [False, False, True, False, False, False],
+        [False, False, False, True, True, False],
+    ]
     dist = torch.tensor([[0.5, 0.1, 0.9, 0.2, 0.3, 0.4]]).T.repeat(1, 6)  # every fact ranks the images alike
     task = small_task(img)
-    ap = {r["protocol"]: r["ours"] for r in exp.retrieval_rows("m", dist.T.T, task)
-          if r["scope"] == "order 1" and r["metric"] == "mAP"}
+    ap = {
+        r["protocol"]: r["ours"]
+        for r in exp.retrieval_rows("m", dist.T.T, task)
+        if r["scope"] == "order 1" and r["metric"] == "mAP"
+    }
     # <a>'s images rank 5th (strict: its own only), and 1st, 4th, 5th, 6th among a's subject images (implied);
     # <b>'s own ranks 2nd, its <b, red> image 3rd
     strict = (1 / 5 + 1 / 2) / 2
@@ -95,7 +129,8 @@ def test_per_fact_euc_score_changes_the_ranking():
     assert int(d2[0].argmin()) == 0 and int(s[0].argmax()) == 1
     # the median of an even count averages the middle two, as MATLAB's
     assert torch.exp(fact_scores(torch.tensor([[1.0], [9.0]]))).flatten().tolist() == pytest.approx(
-        [np.exp(-1 / 8), np.exp(-9 / 8)])
+        [np.exp(-1 / 8), np.exp(-9 / 8)]
+    )
 
 
 def test_slot_scores_compare_on_the_facts_own_slots_in_blocks():

@@ -61,9 +61,12 @@ def test_order_model_learns_toy_entailment(toy_data):
 def test_threshold_never_sees_test_labels(toy_data):
     cfg = EntailmentConfig(model="bag-of-words logistic regression", epochs=2, batch=64, lr=0.05, patience=2)
     r = train_entailment_model(toy_data, cfg, progress=False)
-    flipped = type(toy_data)(toy_data.train, toy_data.holdout,
-                             type(toy_data.test)(**{**vars(toy_data.test), "positive": ~toy_data.test.positive}),
-                             toy_data.vocab)
+    flipped = type(toy_data)(
+        toy_data.train,
+        toy_data.holdout,
+        type(toy_data.test)(**{**vars(toy_data.test), "positive": ~toy_data.test.positive}),
+        toy_data.vocab,
+    )
     a, b = evaluate(r.model, toy_data, "cpu"), evaluate(r.model, flipped, "cpu")
     assert a["tau"] == b["tau"] and a["dev_accuracy"] == b["dev_accuracy"]
     assert a["test_accuracy"] + b["test_accuracy"] == pytest.approx(100.0)
@@ -75,12 +78,14 @@ def test_resume_equals_uninterrupted_run(toy_data, interrupt_then_resume):
     cfg = EntailmentConfig(model="order-embeddings (symmetric)", word_dim=8, dim=8, epochs=4, batch=50, patience=4)
     full = train_entailment_model(toy_data, cfg, progress=False)
     resumed, ckpt = interrupt_then_resume(
-        T, lambda c: train_entailment_model(toy_data, cfg, checkpoint=c, progress=False), at=2)
+        T, lambda c: train_entailment_model(toy_data, cfg, checkpoint=c, progress=False), at=2
+    )
     assert resumed.resumed and len(resumed.history) == 4
     assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
     assert resumed.test_accuracy == full.test_accuracy
-    other = train_entailment_model(toy_data, EntailmentConfig(**{**vars(cfg), "seed": 1}), checkpoint=ckpt,
-                                   progress=False)
+    other = train_entailment_model(
+        toy_data, EntailmentConfig(**{**vars(cfg), "seed": 1}), checkpoint=ckpt, progress=False
+    )
     assert not other.resumed  # a checkpoint of another configuration is not resumed
 
 
@@ -88,8 +93,9 @@ def test_training_does_not_touch_global_rng(toy_data):
     torch.manual_seed(123)
     before = torch.rand(1)
     torch.manual_seed(123)
-    train_entailment_model(toy_data, EntailmentConfig(model="bag-of-words logistic regression", epochs=1),
-                           progress=False)
+    train_entailment_model(
+        toy_data, EntailmentConfig(model="bag-of-words logistic regression", epochs=1), progress=False
+    )
     assert torch.equal(torch.rand(1), before)
 
 
@@ -101,9 +107,12 @@ def write_snli_1_0(root, toy: PairSet) -> None:
     d.mkdir()
     names = ["entailment", "neutral", "contradiction"]
     for split in ("train", "dev", "test"):
-        (d / f"snli_1.0_{split}.jsonl").write_text("".join(
-            json.dumps({"sentence1": p, "sentence2": h, "gold_label": names[l]}) + "\n"
-            for p, h, l in zip(toy.premises, toy.hypotheses, toy.labels)))
+        (d / f"snli_1.0_{split}.jsonl").write_text(
+            "".join(
+                json.dumps({"sentence1": p, "sentence2": h, "gold_label": names[l]}) + "\n"
+                for p, h, l in zip(toy.premises, toy.hypotheses, toy.labels)
+            )
+        )
 
 
 def test_table3_splits_majority_and_table(tmp_path):

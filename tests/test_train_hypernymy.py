@@ -41,8 +41,7 @@ def test_other_rows_train(data, name):
 def test_lazy_adam_follows_dense_adam_and_sparse_adam_does_not(data):
     res = {}
     for opt in ("adam", "lazy_adam", "sparse_adam"):
-        cfg = HypernymyConfig(model="order-embeddings", dim=6, epochs=3, batch=8, lr=0.05,
-                              optimizer=opt, patience=3)
+        cfg = HypernymyConfig(model="order-embeddings", dim=6, epochs=3, batch=8, lr=0.05, optimizer=opt, patience=3)
         res[opt] = train_concept_model(data, cfg, progress=False).model.emb.weight.detach()
     assert torch.allclose(res["lazy_adam"], res["adam"], atol=1e-3)
     assert not torch.allclose(res["sparse_adam"], res["adam"], atol=1e-2)
@@ -88,6 +87,7 @@ def test_extra_negative_kinds(data):
     assert np.array_equal(extra_negatives("swap", data, pos, rng), pos[:, ::-1])
     sib = extra_negatives("sibling", data, pos, rng, _Siblings(data))
     from orderlib.data.hypernymy import in_set
+
     assert not in_set(sib, data.closure, data.n_nodes).any() and (sib[:, 0] != sib[:, 1]).all()
     hyponyms_of = {v: set(data.train[data.train[:, 1] == v, 0]) for v in np.unique(pos[:, 1])}
     drawn = sib[:, 1] == pos[:, 0]  # (w, u) with w another hyponym of v (else a random corruption)
@@ -98,9 +98,18 @@ def test_extra_negative_kinds(data):
 
 
 def test_extra_negatives_and_model_settings_train(data):
-    cfg = HypernymyConfig(model="density order embeddings", dim=6, epochs=2, batch=16, lr=0.05, patience=2,
-                          margin=10.0, negatives=("swap", "sibling", "random"), loss="ranking_hinge",
-                          model_kwargs={"gamma": 2.0})
+    cfg = HypernymyConfig(
+        model="density order embeddings",
+        dim=6,
+        epochs=2,
+        batch=16,
+        lr=0.05,
+        patience=2,
+        margin=10.0,
+        negatives=("swap", "sibling", "random"),
+        loss="ranking_hinge",
+        model_kwargs={"gamma": 2.0},
+    )
     r = train_concept_model(data, cfg, progress=False)
     assert r.model.gamma == 2.0 and np.isfinite(r.history[-1]["loss"])
 
@@ -141,8 +150,16 @@ def test_bilinear_linear_term_hand_case():
 
 @pytest.mark.parametrize("optimizer", ["adam", "lazy_adam"])
 def test_bilinear_linear_term_column_stays_constant(data, optimizer):
-    cfg = HypernymyConfig(model="order-embeddings (bilinear)", dim=6, epochs=3, batch=16, lr=0.05, patience=3,
-                          optimizer=optimizer, model_kwargs={"linear": True})
+    cfg = HypernymyConfig(
+        model="order-embeddings (bilinear)",
+        dim=6,
+        epochs=3,
+        batch=16,
+        lr=0.05,
+        patience=3,
+        optimizer=optimizer,
+        model_kwargs={"linear": True},
+    )
     r = train_concept_model(data, cfg, progress=False)
     w = r.model.emb.weight
     assert (w[:, -1] == 1).all() and w[:, :-1].std() > 0
@@ -153,8 +170,16 @@ def test_evaluation_trace_epoch_ends_are_the_trainers_epochs(data):
     from orderlib.eval.selection import choose_checkpoint
     from orderlib.training.hypernymy import evaluation_trace
 
-    cfg = HypernymyConfig(model="density order embeddings", dim=6, epochs=6, batch=16, lr=0.05, margin=10.0,
-                          patience=2, model_kwargs={"gamma": 1.0})
+    cfg = HypernymyConfig(
+        model="density order embeddings",
+        dim=6,
+        epochs=6,
+        batch=16,
+        lr=0.05,
+        margin=10.0,
+        patience=2,
+        model_kwargs={"gamma": 1.0},
+    )
     steps = -(-len(data.train) // cfg.batch)  # per epoch
     fitted = train_concept_model(data, HypernymyConfig(**{**cfg.__dict__, "patience": cfg.epochs}), progress=False)
     trace = evaluation_trace(data, cfg, every=10 * steps, progress=False)  # no evaluation inside an epoch
@@ -185,9 +210,19 @@ def test_evaluation_trace_evaluates_every_k_steps(data):
 def test_choose_checkpoint_rules():
     from orderlib.eval.selection import choose_checkpoint
 
-    recs = [dict(epoch=e, epoch_end=end, dev=d, test=t) for e, end, d, t in [
-        (0, False, 50, 1), (0, True, 60, 2), (1, False, 70, 3), (1, True, 60, 4), (2, True, 60, 5),
-        (3, True, 65, 6), (4, False, 90, 7), (4, True, 80, 8)]]
+    recs = [
+        dict(epoch=e, epoch_end=end, dev=d, test=t)
+        for e, end, d, t in [
+            (0, False, 50, 1),
+            (0, True, 60, 2),
+            (1, False, 70, 3),
+            (1, True, 60, 4),
+            (2, True, 60, 5),
+            (3, True, 65, 6),
+            (4, False, 90, 7),
+            (4, True, 80, 8),
+        ]
+    ]
     assert choose_checkpoint(recs)["test"] == 7  # every evaluation, the highest dev
     assert choose_checkpoint(recs, by="test")["test"] == 8
     assert choose_checkpoint(recs, epoch_ends_only=True)["test"] == 8

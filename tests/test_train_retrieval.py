@@ -1,5 +1,6 @@
 """Training joint embeddings for retrieval (Section 4.4) on toy data, and Table 2's runner on a
 generated precomp fixture."""
+
 import numpy as np
 import pytest
 import torch
@@ -19,8 +20,7 @@ def _toy_split(n, seed):
     feats += 0.05 * rng.standard_normal(feats.shape).astype(np.float32)
     caps = []
     for ci, si in zip(c, s):
-        caps += [[COLOURS[ci]], [SHAPES[si]], [COLOURS[ci], SHAPES[si]], ["a", COLOURS[ci], SHAPES[si]],
-                 ["a", "thing"]]
+        caps += [[COLOURS[ci]], [SHAPES[si]], [COLOURS[ci], SHAPES[si]], ["a", COLOURS[ci], SHAPES[si]], ["a", "thing"]]
     return torch.as_tensor(feats), caps
 
 
@@ -31,10 +31,20 @@ def toy():
 
 @pytest.mark.parametrize("penalty,loss", [("order", "sum"), ("cosine", "sum"), ("order", "max"), ("order", "infonce")])
 def test_models_learn_toy_retrieval(toy, penalty, loss):
-    cfg = RetrievalConfig(penalty=penalty, loss=loss, margin=0.2 if penalty == "cosine" else 0.05, word_dim=8,
-                          dim=16, batch=50, lr=1e-2, epochs=6, patience=6)
-    before = evaluate(train_retrieval_model(toy, RetrievalConfig(**{**vars(cfg), "epochs": 0}), progress=False).model,
-                      toy.test)
+    cfg = RetrievalConfig(
+        penalty=penalty,
+        loss=loss,
+        margin=0.2 if penalty == "cosine" else 0.05,
+        word_dim=8,
+        dim=16,
+        batch=50,
+        lr=1e-2,
+        epochs=6,
+        patience=6,
+    )
+    before = evaluate(
+        train_retrieval_model(toy, RetrievalConfig(**{**vars(cfg), "epochs": 0}), progress=False).model, toy.test
+    )
     r = train_retrieval_model(toy, cfg, progress=False)
     after = evaluate(r.model, toy.test)
     # 100 test images in 20 colour-shape kinds: a "colour shape" caption can reach R@5 ~ 100.
@@ -108,8 +118,14 @@ def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path,
         (folder / f"{split}_caps.txt").write_text("\n".join(" ".join(c) for c in caps) + "\n")
         np.save(folder / f"{split}_ims.npy", np.repeat(feats.numpy(), 5, 0))
     data = {"10crop": X.precomp_retrieval_data(folder, "10crop", min_count=1)}
-    cfg = {**X.PRESETS["small"], "word_dim": 4, "dim": 8, "epochs": 2, "batch": 100,
-           "rows": ["order-embeddings", "order-embeddings (symm.)", "InfoNCE (order)"]}
+    cfg = {
+        **X.PRESETS["small"],
+        "word_dim": 4,
+        "dim": 8,
+        "epochs": 2,
+        "batch": 100,
+        "rows": ["order-embeddings", "order-embeddings (symm.)", "InfoNCE (order)"],
+    }
     with one_thread():
         here = X.train_rows(data, cfg, "cpu", tmp_path / "here", progress=False)
     pooled = X.train_rows(data, cfg, "cpu", tmp_path / "pooled", progress=False, workers=2)
@@ -119,8 +135,10 @@ def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path,
         assert [h["dev_score"] for h in pooled.results[m].history] == [h["dev_score"] for h in here.results[m].history]
         a, b = here.results[m].model.state_dict(), pooled.results[m].model.state_dict()
         assert all(torch.equal(a[k], b[k]) for k in a), m
-    assert all(r.resumed for r in X.train_rows(data, cfg, "cpu", tmp_path / "pooled", progress=False,
-                                               workers=2).results.values())
+    assert all(
+        r.resumed
+        for r in X.train_rows(data, cfg, "cpu", tmp_path / "pooled", progress=False, workers=2).results.values()
+    )
 
 
 def test_a_diverged_run_stops_with_a_clear_message(toy, tmp_path):

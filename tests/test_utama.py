@@ -1,4 +1,5 @@
 """Utama's experiment on the real-data path: MIT-States natural split with precomputed features."""
+
 import numpy as np
 import pandas as pd
 import torch
@@ -31,8 +32,9 @@ def _mit_states(root, per_pair=6, seed=0):
     torch.save(entries, root / "metadata_compositional-split-natural.t7")  # czsl's file: a torch pickle
     np.savez(root / "features.npz", files=np.array(files), features=np.array(feats, np.float32))
     words = root / "words.txt"
-    words.write_text("\n".join(f"{w} " + " ".join(f"{x:.3f}" for x in rng.standard_normal(6))
-                               for w in ATTRS + OBJS) + "\n")
+    words.write_text(
+        "\n".join(f"{w} " + " ".join(f"{x:.3f}" for x in rng.standard_normal(6)) for w in ATTRS + OBJS) + "\n"
+    )
     return words
 
 

@@ -1,27 +1,29 @@
 """The compiled word2gauss loop: same updates as a plain Python transcription of word2gauss's rule,
 learns a toy hierarchy, resumes, and refuses bad input."""
+
 import math
 
-import numpy as np
 import pytest
 import torch
+from test_train_hypernymy import chain_forest
 
 from orderlib.data.hypernymy import make_splits
 from orderlib.kernels import word2gauss_kernel
 from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
 
-from test_train_hypernymy import chain_forest
-
 pytestmark = pytest.mark.skipif(word2gauss_kernel() is None, reason="no C++ compiler to build the word2gauss loop")
 
 
 def kl(mu, var, u, v):
-    return 0.5 * sum(var[u][d] / var[v][d] + (mu[v][d] - mu[u][d]) ** 2 / var[v][d] - 1
-                     + math.log(var[v][d]) - math.log(var[u][d]) for d in range(len(mu[u])))
+    return 0.5 * sum(
+        var[u][d] / var[v][d] + (mu[v][d] - mu[u][d]) ** 2 / var[v][d] - 1 + math.log(var[v][d]) - math.log(var[u][d])
+        for d in range(len(mu[u]))
+    )
 
 
 def reference_epoch(mu, var, am, av, pos, neg, eta, margin, mu_max, lo, hi, clip):
     """word2gauss's train_batch + _accumulate_update, one pair at a time, in Python floats."""
+
     def update(k, g_mu, g_var, sign):
         for d in range(len(mu[k])):
             g = max(-clip, min(clip, sign * g_mu[d]))
@@ -79,11 +81,25 @@ def test_compiled_epoch_rejects_bad_input():
     k = word2gauss_kernel()
     mu, var = torch.zeros(3, 2), torch.ones(3, 2)
     with pytest.raises(RuntimeError, match="out of range"):
-        k.train_epoch(mu, var, mu.clone(), mu.clone(), torch.tensor([[0, 3]]), torch.tensor([[0, 1]]),
-                      0.1, 0.1, 1.0, 2.0, 0.1, 5.0, 10.0)
+        k.train_epoch(
+            mu,
+            var,
+            mu.clone(),
+            mu.clone(),
+            torch.tensor([[0, 3]]),
+            torch.tensor([[0, 1]]),
+            0.1,
+            0.1,
+            1.0,
+            2.0,
+            0.1,
+            5.0,
+            10.0,
+        )
     with pytest.raises(RuntimeError, match="float32"):
-        k.train_epoch(mu.double(), var, mu, mu, torch.tensor([[0, 1]]), torch.tensor([[0, 1]]),
-                      0.1, 0.1, 1.0, 2.0, 0.1, 5.0, 10.0)
+        k.train_epoch(
+            mu.double(), var, mu, mu, torch.tensor([[0, 1]]), torch.tensor([[0, 1]]), 0.1, 0.1, 1.0, 2.0, 0.1, 5.0, 10.0
+        )
 
 
 @pytest.fixture(scope="module")

@@ -91,8 +91,13 @@ def test_real_wordnet_keeps_the_authors_order(real_wordnet):
         n = len(g.names)
         assert sorted(g.nltk_order) == list(range(n))
         # NLTK's all_synsets('n') walks data.noun by offset
-        assert [g.names[i] for i in g.nltk_order[:5]] == \
-            ["entity.n.01", "physical_entity.n.01", "abstraction.n.06", "thing.n.12", "object.n.01"]
+        assert [g.names[i] for i in g.nltk_order[:5]] == [
+            "entity.n.01",
+            "physical_entity.n.01",
+            "abstraction.n.06",
+            "thing.n.12",
+            "object.n.01",
+        ]
         assert all(sorted(a) == p for a, p in zip(g.authors_parents, g.parents))
         idx = g.index()
         # hypernym south.n.01 before instance hypernym american_state.n.01, not merged by name

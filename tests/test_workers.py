@@ -1,4 +1,5 @@
 """Worker processes: glibc's huge-page advice reaches the workers, and only them."""
+
 import os
 import platform
 import subprocess
@@ -52,9 +53,12 @@ def _thp_mode() -> str:
     return text.split("[")[1].split("]")[0] if "[" in text else ""
 
 
-@pytest.mark.skipif(platform.system() != "Linux" or _thp_mode() not in ("madvise", "always")
-                    or tuple(map(int, (platform.libc_ver()[1] or "0.0").split(".")[:2])) < (2, 35),
-                    reason="needs Linux with transparent huge pages and glibc >= 2.35")
+@pytest.mark.skipif(
+    platform.system() != "Linux"
+    or _thp_mode() not in ("madvise", "always")
+    or tuple(map(int, (platform.libc_ver()[1] or "0.0").split(".")[:2])) < (2, 35),
+    reason="needs Linux with transparent huge pages and glibc >= 2.35",
+)
 def test_a_worker_with_the_advice_backs_a_large_tensor_with_huge_pages(monkeypatch):
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     monkeypatch.delenv("ORDERLIB_HUGE_PAGES", raising=False)

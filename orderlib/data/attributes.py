@@ -21,6 +21,7 @@ test pixel is ever trained on. Pairs are split like Misra et al. (`split_pairs`)
 never occur in training, every attribute and every object does. Everything is a deterministic
 function of (version, split, seed, size).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,17 +39,26 @@ MAX_JITTER = 2  # the item's centre moves by up to this many pixels each way
 
 # word -> (WordNet 3.0 adjective synset, family)
 ATTRIBUTES = {
-    "red": ("red.s.01", "colour"), "green": ("green.s.01", "colour"), "blue": ("blue.s.01", "colour"),
+    "red": ("red.s.01", "colour"),
+    "green": ("green.s.01", "colour"),
+    "blue": ("blue.s.01", "colour"),
     "yellow": ("yellow.s.01", "colour"),
-    "striped": ("striped.s.01", "pattern"), "dotted": ("dotted.s.01", "pattern"),
+    "striped": ("striped.s.01", "pattern"),
+    "dotted": ("dotted.s.01", "pattern"),
     "checkered": ("checkered.s.02", "pattern"),
-    "inverted": ("inverted.s.01", "geometry"), "rotated": ("rotated.s.01", "geometry"),
-    "small": ("small.a.01", "geometry"), "large": ("large.a.01", "geometry"),
+    "inverted": ("inverted.s.01", "geometry"),
+    "rotated": ("rotated.s.01", "geometry"),
+    "small": ("small.a.01", "geometry"),
+    "large": ("large.a.01", "geometry"),
     "elongated": ("elongated.s.01", "geometry"),
-    "faded": ("bleached.s.01", "photometry"), "dark": ("dark.a.01", "photometry"),
-    "blurred": ("blurred.s.02", "photometry"), "grainy": ("farinaceous.s.02", "photometry"),
+    "faded": ("bleached.s.01", "photometry"),
+    "dark": ("dark.a.01", "photometry"),
+    "blurred": ("blurred.s.02", "photometry"),
+    "grainy": ("farinaceous.s.02", "photometry"),
     "outlined": ("defined.s.01", "photometry"),
-    "bright": ("bright.a.01", "context"), "worn": ("worn.a.01", "context"), "wet": ("wet.a.01", "context"),
+    "bright": ("bright.a.01", "context"),
+    "worn": ("worn.a.01", "context"),
+    "wet": ("wet.a.01", "context"),
 }
 ATTRS = tuple(ATTRIBUTES)
 # Object words: one WordNet lemma per class (the first of its synset that reads as the class).
@@ -65,7 +75,7 @@ def _place(m: np.ndarray, dy: int, dx: int) -> np.ndarray:
     h, w = m.shape
     y0, x0 = (CANVAS - h) // 2 + dy, (CANVAS - w) // 2 + dx
     ys, xs = slice(max(0, y0), min(CANVAS, y0 + h)), slice(max(0, x0), min(CANVAS, x0 + w))
-    out[ys, xs] = m[ys.start - y0:ys.stop - y0, xs.start - x0:xs.stop - x0]
+    out[ys, xs] = m[ys.start - y0 : ys.stop - y0, xs.start - x0 : xs.stop - x0]
     return out
 
 
@@ -92,12 +102,13 @@ def _blotches(rng: np.random.Generator, sil: np.ndarray, n: int, radius: float) 
         return out
     y, x = np.mgrid[:CANVAS, :CANVAS]
     for k in rng.choice(len(ys), n):
-        out |= (y - ys[k]) ** 2 + (x - xs[k]) ** 2 <= radius ** 2
+        out |= (y - ys[k]) ** 2 + (x - xs[k]) ** 2 <= radius**2
     return out & sil
 
 
-def render_item(item: np.ndarray, attr: str | None, obj: int, jitter=(0, 0), phase: int = 0,
-                seed: int = 0, tint=None) -> np.ndarray:
+def render_item(
+    item: np.ndarray, attr: str | None, obj: int, jitter=(0, 0), phase: int = 0, seed: int = 0, tint=None
+) -> np.ndarray:
     """Render a uint8 (28, 28) item of class `obj` under `attr` (None: plain grey, or `tint`ed) as
     a uint8 (32, 32, 3) image; `jitter`, `phase` and `seed` fix the per-image variation."""
     if attr is not None and attr not in ATTRIBUTES:
@@ -157,8 +168,14 @@ def render_item(item: np.ndarray, attr: str | None, obj: int, jitter=(0, 0), pha
     return (np.clip(rgb, 0, 1) * 255 + 0.5).astype(np.uint8)
 
 
-def split_pairs(n_val_unseen: int, n_test_unseen: int, seed: int = 0, n_attrs: int = len(ATTRS),
-                n_objs: int = len(CLASSES), min_seen: tuple[int, int] = (3, 6)) -> dict[str, np.ndarray]:
+def split_pairs(
+    n_val_unseen: int,
+    n_test_unseen: int,
+    seed: int = 0,
+    n_attrs: int = len(ATTRS),
+    n_objs: int = len(CLASSES),
+    min_seen: tuple[int, int] = (3, 6),
+) -> dict[str, np.ndarray]:
     """Split all (attribute, object) pairs into "seen" (training pairs), "val_unseen" and
     "test_unseen", each (P, 2) int64 (attr, obj) in sorted order. Every attribute keeps at least
     min_seen[0] seen objects and every object min_seen[1] seen attributes (Misra et al.'s rule:
@@ -171,11 +188,16 @@ def split_pairs(n_val_unseen: int, n_test_unseen: int, seed: int = 0, n_attrs: i
     for _ in range(1000):
         perm = rng.permutation(len(pairs))
         seen = pairs[perm[n_unseen:]]
-        if (np.bincount(seen[:, 0], minlength=n_attrs).min() >= min_seen[0]
-                and np.bincount(seen[:, 1], minlength=n_objs).min() >= min_seen[1]):
+        if (
+            np.bincount(seen[:, 0], minlength=n_attrs).min() >= min_seen[0]
+            and np.bincount(seen[:, 1], minlength=n_objs).min() >= min_seen[1]
+        ):
             order = lambda p: p[np.lexsort((p[:, 1], p[:, 0]))]
-            return {"seen": order(seen), "val_unseen": order(pairs[perm[:n_val_unseen]]),
-                    "test_unseen": order(pairs[perm[n_val_unseen:n_unseen]])}
+            return {
+                "seen": order(seen),
+                "val_unseen": order(pairs[perm[:n_val_unseen]]),
+                "test_unseen": order(pairs[perm[n_val_unseen:n_unseen]]),
+            }
     raise ValueError(f"no split of {len(pairs)} pairs with {n_unseen} unseen keeps every attribute and object seen")
 
 
@@ -208,8 +230,14 @@ class AttributeImages:
         idx = np.arange(len(self)) if idx is None else np.atleast_1d(idx)
         out = np.zeros((len(idx), CANVAS, CANVAS, 3), np.uint8)
         for k, i in enumerate(idx):
-            out[k] = render_item(self.source.images[self.items[i]], ATTRS[self.attrs[i]], int(self.objs[i]),
-                                 tuple(self.jitter[i]), int(self.phase[i]), int(self.seeds[i]))
+            out[k] = render_item(
+                self.source.images[self.items[i]],
+                ATTRS[self.attrs[i]],
+                int(self.objs[i]),
+                tuple(self.jitter[i]),
+                int(self.phase[i]),
+                int(self.seeds[i]),
+            )
         return out
 
     def fingerprint(self) -> str:
@@ -224,21 +252,41 @@ def _items_by_class(source: FashionMNIST, split: str) -> list[np.ndarray]:
     return [lo + np.flatnonzero(source.labels[lo:hi] == c) for c in range(len(CLASSES))]
 
 
-def make_attribute_images(source: FashionMNIST, split: str, pairs: np.ndarray, per_pair: int,
-                          seed: int = 0) -> AttributeImages:
+def make_attribute_images(
+    source: FashionMNIST, split: str, pairs: np.ndarray, per_pair: int, seed: int = 0
+) -> AttributeImages:
     """Generate `per_pair` images of each (attr, obj) row of `pairs` for `split` ("train", "dev"
     or "test": Fashion-MNIST items as in SOURCES), deterministically from (split, pairs, seed)."""
     pools = _items_by_class(source, split)
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
-    rng = np.random.default_rng([seed, list(SOURCES).index(split), per_pair, len(pairs),
-                                 int(np.ravel_multi_index(pairs.T, (len(ATTRS), len(OBJECTS))).sum())])
+    rng = np.random.default_rng(
+        [
+            seed,
+            list(SOURCES).index(split),
+            per_pair,
+            len(pairs),
+            int(np.ravel_multi_index(pairs.T, (len(ATTRS), len(OBJECTS))).sum()),
+        ]
+    )
     n = len(pairs) * per_pair
     attrs, objs = np.repeat(pairs[:, 0], per_pair), np.repeat(pairs[:, 1], per_pair)
-    items = np.concatenate([rng.choice(pools[o], per_pair, replace=False) for o in pairs[:, 1]]) if n else \
-        np.zeros(0, np.int64)
+    items = (
+        np.concatenate([rng.choice(pools[o], per_pair, replace=False) for o in pairs[:, 1]])
+        if n
+        else np.zeros(0, np.int64)
+    )
     jitter = rng.integers(-MAX_JITTER, MAX_JITTER + 1, (n, 2))
-    return AttributeImages(split, seed, items.astype(np.int64), attrs, objs, jitter,
-                           rng.integers(0, 4, n), rng.integers(0, 2**31, n), source)
+    return AttributeImages(
+        split,
+        seed,
+        items.astype(np.int64),
+        attrs,
+        objs,
+        jitter,
+        rng.integers(0, 4, n),
+        rng.integers(0, 2**31, n),
+        source,
+    )
 
 
 def plain_images(source: FashionMNIST, items: np.ndarray, seed: int = 0, tint: bool = True) -> np.ndarray:
@@ -249,6 +297,11 @@ def plain_images(source: FashionMNIST, items: np.ndarray, seed: int = 0, tint: b
     out = np.zeros((len(items), CANVAS, CANVAS, 3), np.uint8)
     for k, i in enumerate(items):
         colour = rng.uniform(0.3, 1.0, 3) if tint else None
-        out[k] = render_item(source.images[i], None, int(source.labels[i]),
-                             tuple(rng.integers(-MAX_JITTER, MAX_JITTER + 1, 2)), tint=colour)
+        out[k] = render_item(
+            source.images[i],
+            None,
+            int(source.labels[i]),
+            tuple(rng.integers(-MAX_JITTER, MAX_JITTER + 1, 2)),
+            tint=colour,
+        )
     return out

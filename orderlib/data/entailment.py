@@ -12,6 +12,7 @@ contradiction are negative. Pairs whose official gold label is '-' (no annotator
 are dropped by default, as the official evaluations and the shared TSVs do; the authors' code
 kept them as negatives (`no_consensus="negative"` does that).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,10 @@ DATASETS = {  # name -> (file pattern, reader)
 }
 OFFICIAL = {"snli": "snli_1.0", "sick": "sick_official"}  # the release each TSV copy was made from
 RELEASES = {  # name -> (URL, members to extract: file name -> name in the archive's tail)
-    "snli_1.0": ("https://nlp.stanford.edu/projects/snli/snli_1.0.zip",
-                 [f"snli_1.0_{s}.jsonl" for s in ("train", "dev", "test")]),
+    "snli_1.0": (
+        "https://nlp.stanford.edu/projects/snli/snli_1.0.zip",
+        [f"snli_1.0_{s}.jsonl" for s in ("train", "dev", "test")],
+    ),
     "sick_official": ("https://zenodo.org/records/2787612/files/SICK.zip", ["SICK.txt"]),
 }
 SICK_SPLITS = {"train": "TRAIN", "dev": "TRIAL", "test": "TEST"}  # SemEval-2014's names
@@ -68,10 +71,11 @@ class PairSet:
         """(n,) bool: entailment is the positive class; everything else is negative."""
         return self.labels == 0
 
-    def subset(self, idx) -> "PairSet":
+    def subset(self, idx) -> PairSet:
         idx = np.asarray(idx)
-        return PairSet([self.premises[i] for i in idx], [self.hypotheses[i] for i in idx],
-                       self.labels[idx], self.source)
+        return PairSet(
+            [self.premises[i] for i in idx], [self.hypotheses[i] for i in idx], self.labels[idx], self.source
+        )
 
     def label_counts(self) -> dict[str, int]:
         return {name: int((self.labels == i).sum()) for i, name in enumerate(LABELS) if (self.labels == i).any()}
@@ -171,16 +175,16 @@ def dataset_dir(name: str, root: str | Path | None = None) -> Path:
     `shared/data/<name>` folder beside the checkout. Never copies anything."""
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
-    candidates = [Path(root) / name] if root else [
-        data_root() / name, repo_root().parent / "shared" / "data" / name]
+    candidates = [Path(root) / name] if root else [data_root() / name, repo_root().parent / "shared" / "data" / name]
     env = os.environ.get("ORDERLIB_SHARED_DATA")
     if env and not root:
         candidates.insert(1, Path(env) / name)
     for c in candidates:
         if c.is_dir():
             return c
-    raise DataError(f"dataset {name!r} not found; looked in: {', '.join(map(str, candidates))}. "
-                    f"{how_to_get(name, root=root)}")
+    raise DataError(
+        f"dataset {name!r} not found; looked in: {', '.join(map(str, candidates))}. {how_to_get(name, root=root)}"
+    )
 
 
 def how_to_get(*names: str, root: str | Path | None = None) -> str:
@@ -188,18 +192,24 @@ def how_to_get(*names: str, root: str | Path | None = None) -> str:
     data root), then the shared-folder variable: for messages to users outside the project."""
     where = Path(root) if root else data_root()
     releases = list(dict.fromkeys(OFFICIAL.get(n, n) for n in names))
-    steps = [f"get SNLI 1.0 (snli_1.0.zip) from https://nlp.stanford.edu/projects/snli/ and unzip it in {where} "
-             f"(it holds snli_1.0/)" if r == "snli_1.0" else
-             f"get SICK (SemEval-2014 Task 1: SICK.zip from https://zenodo.org/records/2787612) and put its "
-             f"SICK.txt in {where / r}/" for r in releases]
+    steps = [
+        f"get SNLI 1.0 (snli_1.0.zip) from https://nlp.stanford.edu/projects/snli/ and unzip it in {where} "
+        f"(it holds snli_1.0/)"
+        if r == "snli_1.0"
+        else f"get SICK (SemEval-2014 Task 1: SICK.zip from https://zenodo.org/records/2787612) and put its "
+        f"SICK.txt in {where / r}/"
+        for r in releases
+    ]
     get = "; ".join(steps)
     get = f"{get[0].upper()}{get[1:]}."
     if root:  # a folder given explicitly: neither `make data` nor the variable applies
         return get
     tsv = ", ".join(f"{n}/" for n in dict.fromkeys(n for n in names if n in OFFICIAL))
-    return (f"{get} `make data` does this where the network allows (data root: $ORDERLIB_DATA, "
-            f"else data/). Or set ORDERLIB_SHARED_DATA to a folder that already holds "
-            f"{', '.join(f'{r}/' for r in releases)}{f' or the {tsv} TSV copies' if tsv else ''}.")
+    return (
+        f"{get} `make data` does this where the network allows (data root: $ORDERLIB_DATA, "
+        f"else data/). Or set ORDERLIB_SHARED_DATA to a folder that already holds "
+        f"{', '.join(f'{r}/' for r in releases)}{f' or the {tsv} TSV copies' if tsv else ''}."
+    )
 
 
 def load_split(name: str, split: str, root: str | Path | None = None, **kw) -> PairSet:
@@ -230,8 +240,10 @@ def load_pairs(name: str, split: str, root: str | Path | None = None) -> PairSet
     set as dev); the tokenizer treats both alike."""
     found = available(name, root)
     if found is None:
-        raise DataError(f"{name}: neither the TSV copies ({name}/) nor the official release "
-                        f"({OFFICIAL[name]}/) found. {how_to_get(name, root=root)}")
+        raise DataError(
+            f"{name}: neither the TSV copies ({name}/) nor the official release "
+            f"({OFFICIAL[name]}/) found. {how_to_get(name, root=root)}"
+        )
     return load_split(found, split, root)
 
 
@@ -280,8 +292,10 @@ def ensure_entailment(root: Path | None = None) -> list[str]:
                 download_release(OFFICIAL[name], Path(root or data_root()))
                 found = available(name)
             except Exception as exc:  # noqa: BLE001 - offline, blocked, moved: say so and go on
-                lines.append(f"{name.upper()}: not found and not downloaded ({type(exc).__name__}: {exc}); "
-                             f"Table 3's notebook will be skipped. {how_to_get(name, root=root)}")
+                lines.append(
+                    f"{name.upper()}: not found and not downloaded ({type(exc).__name__}: {exc}); "
+                    f"Table 3's notebook will be skipped. {how_to_get(name, root=root)}"
+                )
                 continue
         kind = "TSV copies" if found == name else "official release"
         lines.append(f"{name.upper()}: {dataset_dir(found)} ({kind})")

@@ -20,6 +20,7 @@ train[0:50000], test images from the test set. Deterministic in (version, split,
 `read_fact_annotations` reads the annotation format of fact data sets: one image path and one
 fact per line, wild-cards as "*".
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -63,12 +64,21 @@ class Fact:
 
 def all_facts() -> list[Fact]:
     """Every fact of the stand-in: first, second, then third order, each in vocabulary order."""
-    return ([Fact(s) for s in OBJECTS] + [Fact(s, p) for s in OBJECTS for p in ATTRS]
-            + [Fact(s, r, o) for s in OBJECTS for r in RELATIONS for o in OBJECTS])
+    return (
+        [Fact(s) for s in OBJECTS]
+        + [Fact(s, p) for s in OBJECTS for p in ATTRS]
+        + [Fact(s, r, o) for s in OBJECTS for r in RELATIONS for o in OBJECTS]
+    )
 
 
-def long_tail_counts(facts: list[Fact], total: int, exponent: float = 1.0, unseen: float = 0.1,
-                     shares: tuple[float, float, float] = (0.2, 0.3, 0.5), seed: int = 0) -> np.ndarray:
+def long_tail_counts(
+    facts: list[Fact],
+    total: int,
+    exponent: float = 1.0,
+    unseen: float = 0.1,
+    shares: tuple[float, float, float] = (0.2, 0.3, 0.5),
+    seed: int = 0,
+) -> np.ndarray:
     """Training images per fact (n_facts,) int64, long-tailed the way real fact data is: every
     word gets a Zipf popularity (rank^-exponent, ranks in random order, per slot), a fact the
     product of its words' popularities times log-normal noise; each fact order gets its `shares`
@@ -79,13 +89,17 @@ def long_tail_counts(facts: list[Fact], total: int, exponent: float = 1.0, unsee
 
     def popularity(words):
         ranks = rng.permutation(len(words)) + 1
-        return dict(zip(words, 1.0 / ranks ** exponent))
+        return dict(zip(words, 1.0 / ranks**exponent))
 
-    pop = {"s": popularity(sorted({f.s for f in facts})), "p": popularity(sorted({f.p for f in facts if f.p})),
-           "o": popularity(sorted({f.o for f in facts if f.o}))}
-    weight = np.array([np.prod([pop[k][getattr(f, k)] for k in "spo" if getattr(f, k) is not None])
-                       for f in facts]) * rng.lognormal(0.0, 1.0, len(facts))
-    weight[rng.permutation(len(facts))[:int(round(unseen * len(facts)))]] = 0.0
+    pop = {
+        "s": popularity(sorted({f.s for f in facts})),
+        "p": popularity(sorted({f.p for f in facts if f.p})),
+        "o": popularity(sorted({f.o for f in facts if f.o})),
+    }
+    weight = np.array(
+        [np.prod([pop[k][getattr(f, k)] for k in "spo" if getattr(f, k) is not None]) for f in facts]
+    ) * rng.lognormal(0.0, 1.0, len(facts))
+    weight[rng.permutation(len(facts))[: int(round(unseen * len(facts)))]] = 0.0
     order = np.array([f.order for f in facts])
     counts = np.zeros(len(facts), np.int64)
     for k, share in zip((1, 2, 3), shares):
@@ -136,14 +150,22 @@ class FactImages:
             f, rng = self.facts[self.fact[i]], np.random.default_rng(int(self.seeds[i]))
             looks = {"bigger than": ("large", "small"), "smaller than": ("small", "large")}.get(f.p, (None, None))
             attr_s = f.p if f.order == 2 else looks[0]
-            for item, cell, attr in ((self.items[i, 0], self.cells[i, 0], attr_s), (self.items[i, 1], self.cells[i, 1], looks[1])):
+            for item, cell, attr in (
+                (self.items[i, 0], self.cells[i, 0], attr_s),
+                (self.items[i, 1], self.cells[i, 1], looks[1]),
+            ):
                 if item < 0:
                     continue
                 y, x = CANVAS * (cell // 2), CANVAS * (cell % 2)
                 jitter = tuple(rng.integers(-MAX_JITTER, MAX_JITTER + 1, 2))
-                out[k, y:y + CANVAS, x:x + CANVAS] = render_item(self.source.images[item], attr,
-                                                                 int(self.source.labels[item]), jitter,
-                                                                 int(rng.integers(4)), int(rng.integers(2**31)))
+                out[k, y : y + CANVAS, x : x + CANVAS] = render_item(
+                    self.source.images[item],
+                    attr,
+                    int(self.source.labels[item]),
+                    jitter,
+                    int(rng.integers(4)),
+                    int(rng.integers(2**31)),
+                )
         return out
 
     def fingerprint(self) -> str:
@@ -153,8 +175,9 @@ class FactImages:
         return h.hexdigest()
 
 
-def make_fact_images(source: FashionMNIST, split: str, facts: list[Fact], counts: np.ndarray,
-                     seed: int = 0) -> FactImages:
+def make_fact_images(
+    source: FashionMNIST, split: str, facts: list[Fact], counts: np.ndarray, seed: int = 0
+) -> FactImages:
     """counts[f] images of each fact f for `split` ("train", "dev", "test"; items as SOURCES)."""
     lo, hi = source_range(source, split, "facts")
     pools = [lo + np.flatnonzero(source.labels[lo:hi] == c) for c in range(len(OBJECTS))]
@@ -179,8 +202,10 @@ def implies(facts: list[Fact]) -> np.ndarray:
     """(F, F) bool: implies[a, b] when fact b is true of every image of fact a by structure: b is a,
     or a with its trailing slots made wild-cards (<sandal> of <sandal, red> and of <sandal, left
     of, bag>)."""
+
     def generalisations(f):
         return {f, Fact(f.s), Fact(f.s, f.p)}
+
     index = {f: i for i, f in enumerate(facts)}
     out = np.zeros((len(facts), len(facts)), bool)
     for a, f in enumerate(facts):
@@ -193,8 +218,9 @@ def implies(facts: list[Fact]) -> np.ndarray:
 CASES = ("SP, O", "SO, P", "SO, PO", "SO, SP")  # Sherlock's Table 5: the parts seen >= `often` times
 
 
-def generalisation_cases(facts: list[Fact], train_counts: np.ndarray, few: int = 5,
-                         often: int = 15) -> dict[str, np.ndarray]:
+def generalisation_cases(
+    facts: list[Fact], train_counts: np.ndarray, few: int = 5, often: int = 15
+) -> dict[str, np.ndarray]:
     """SPO facts with at most `few` training images whose parts occur in at least `often` training
     images of *other* SPO facts, per Sherlock's Table 5 case ("SP, O": <S,P,*> and <*,*,O>; "SO,
     P": <S,*,O> and <*,P,*>; "SO, PO"; "SO, SP"). Returns case -> fact indices (a fact may be in
@@ -210,14 +236,18 @@ def generalisation_cases(facts: list[Fact], train_counts: np.ndarray, few: int =
     out = {}
     for case in CASES:
         parts = [p.strip() for p in case.split(",")]
-        hits = [i for i in spo if train_counts[i] <= few and all(
-            totals[(p, part_key(facts[i], p))] - train_counts[i] >= often for p in parts)]
+        hits = [
+            i
+            for i in spo
+            if train_counts[i] <= few
+            and all(totals[(p, part_key(facts[i], p))] - train_counts[i] >= often for p in parts)
+        ]
         out[case] = np.array(hits, np.int64)
     return out
 
 
 def parse_fact(text: str) -> Fact:
-    """"<sandal, left of, bag>", "<sandal, red>", "<sandal>" or tab/comma-separated slots with
+    """ "<sandal, left of, bag>", "<sandal, red>", "<sandal>" or tab/comma-separated slots with
     "*" or empty for wild-cards -> Fact. Raise ValueError on anything else."""
     body = text.strip()
     if body.startswith("<") and body.endswith(">"):

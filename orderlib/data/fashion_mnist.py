@@ -5,6 +5,7 @@ Set-up (idempotent): Debian's `dataset-fashion-mnist` ships the four idx files g
 /usr/share/datasets/fashion-mnist/; they are unpacked into `<data root>/FashionMNIST/raw/`, the
 layout torchvision's reader wants. Without apt, torchvision downloads them there.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -20,17 +21,25 @@ from orderlib.paths import DataError, data_root, manifest_problems, sha256_files
 
 DEBIAN_PACKAGE = "dataset-fashion-mnist"
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
-RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 RAW_BYTES = dict(zip(RAW_FILES, (47_040_016, 60_008, 7_840_016, 10_008)))  # 16/8-byte header + data
 SOURCE_URL = "https://github.com/zalandoresearch/fashion-mnist"
 
-CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-           "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
 # Each class as a WordNet 3.0 noun synset (checked against WordNet by the tests). Shirt is a
 # hypernym of T-shirt (jersey.n.03), so even the ten labels are not flat.
-SYNSETS = ("jersey.n.03", "trouser.n.01", "pullover.n.01", "dress.n.01", "coat.n.01",
-           "sandal.n.01", "shirt.n.01", "gym_shoe.n.01", "bag.n.04", "boot.n.01")
+SYNSETS = (
+    "jersey.n.03",
+    "trouser.n.01",
+    "pullover.n.01",
+    "dress.n.01",
+    "coat.n.01",
+    "sandal.n.01",
+    "shirt.n.01",
+    "gym_shoe.n.01",
+    "bag.n.04",
+    "boot.n.01",
+)
 
 
 def raw_dir(root: Path | None = None) -> Path:
@@ -95,9 +104,11 @@ def ensure_fashion_mnist(root: Path | None = None) -> tuple[Path, str]:
             FashionMNIST(str(dst.parent.parent), train=True, download=True)
             FashionMNIST(str(dst.parent.parent), train=False, download=True)
         except Exception as e:  # noqa: BLE001 - re-raised as a clear set-up error
-            raise DataError(f"could not install Fashion-MNIST into {dst}: install Debian's "
-                            f"{DEBIAN_PACKAGE} (apt-get install {DEBIAN_PACKAGE}) or let torchvision "
-                            f"download it ({SOURCE_URL}); torchvision said: {e}") from e
+            raise DataError(
+                f"could not install Fashion-MNIST into {dst}: install Debian's "
+                f"{DEBIAN_PACKAGE} (apt-get install {DEBIAN_PACKAGE}) or let torchvision "
+                f"download it ({SOURCE_URL}); torchvision said: {e}"
+            ) from e
         source = "torchvision download"
     bad = problems(root, deep=False)
     if bad:
@@ -129,8 +140,10 @@ def load_fashion_mnist(split: str, root: Path | None = None) -> FashionMNIST:
     folder = raw_dir(root)
     bad = problems(root, deep=False)  # sizes only: cheap on every load
     if bad:
-        raise DataError(f"Fashion-MNIST is missing or damaged: {bad[0]}; run `make data` (or `python -m "
-                        "orderlib.setup_data fashion-mnist`), which re-installs missing and damaged files")
+        raise DataError(
+            f"Fashion-MNIST is missing or damaged: {bad[0]}; run `make data` (or `python -m "
+            "orderlib.setup_data fashion-mnist`), which re-installs missing and damaged files"
+        )
     from torchvision.datasets.mnist import read_image_file, read_label_file
 
     prefix = "train" if split == "train" else "t10k"
@@ -140,6 +153,8 @@ def load_fashion_mnist(split: str, root: Path | None = None) -> FashionMNIST:
     except Exception as e:  # noqa: BLE001 - torchvision's errors do not name the file
         raise DataError(f"{folder}/{prefix}-*-idx*-ubyte: not a valid idx file ({e})") from e
     if images.shape[0] != labels.shape[0] or images.shape[1:] != (28, 28):
-        raise DataError(f"{folder}/{prefix}-*: {images.shape[0]} images of shape {images.shape[1:]} "
-                        f"for {labels.shape[0]} labels; expected N x 28 x 28 and N labels")
+        raise DataError(
+            f"{folder}/{prefix}-*: {images.shape[0]} images of shape {images.shape[1:]} "
+            f"for {labels.shape[0]} labels; expected N x 28 x 28 and N labels"
+        )
     return FashionMNIST(images, labels, split)

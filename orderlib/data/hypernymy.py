@@ -3,11 +3,13 @@
 A pair (u, v) means u is a hyponym of v (v is a hypernym, direct or transitive).
 Pairs are int64 arrays of shape (P, 2).
 """
+
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -78,8 +80,9 @@ def in_set(pairs: np.ndarray, sorted_codes: np.ndarray, n: int) -> np.ndarray:
     return sorted_codes[i] == c
 
 
-def corrupt(pairs: np.ndarray, n: int, rng: np.random.Generator,
-            forbidden: np.ndarray | None = None, max_tries: int = 100) -> np.ndarray:
+def corrupt(
+    pairs: np.ndarray, n: int, rng: np.random.Generator, forbidden: np.ndarray | None = None, max_tries: int = 100
+) -> np.ndarray:
     """Replace one side of each pair (fair coin) with a uniformly random concept.
 
     With `forbidden` (sorted pair codes, e.g. the closure), resample until the corrupted pair is
@@ -128,8 +131,9 @@ class HypernymyData:
         return corrupt(pos, self.n_nodes, rng, forbidden)
 
 
-def make_splits(parents: list[list[int]], protocol: str = "paper", n_test: int = 4000,
-                n_dev: int = 4000, seed: int = 0) -> HypernymyData:
+def make_splits(
+    parents: list[list[int]], protocol: str = "paper", n_test: int = 4000, n_dev: int = 4000, seed: int = 0
+) -> HypernymyData:
     """Split hypernym pairs into train / dev / test under `protocol`.
 
     paper: the 838k listed pairs (duplicates kept), seeded permutation, first `n_test` test, next
@@ -145,13 +149,21 @@ def make_splits(parents: list[list[int]], protocol: str = "paper", n_test: int =
         raise ValueError(f"n_test + n_dev = {n_test + n_dev} leaves no training pairs of {len(pool)}")
     rng = np.random.default_rng(seed)
     pool = pool[rng.permutation(len(pool))]
-    test_pos, dev_pos, train = pool[:n_test], pool[n_test:n_test + n_dev], pool[n_test + n_dev:]
+    test_pos, dev_pos, train = pool[:n_test], pool[n_test : n_test + n_dev], pool[n_test + n_dev :]
     forbidden = closure if protocol == "clean" else None
     dev_neg = corrupt(dev_pos, n, rng, forbidden)
     test_neg = corrupt(test_pos, n, rng, forbidden)
     lab = lambda k: np.r_[np.ones(k, bool), np.zeros(k, bool)]  # noqa: E731
-    data = HypernymyData(protocol, n, train, np.r_[dev_pos, dev_neg], lab(len(dev_pos)),
-                         np.r_[test_pos, test_neg], lab(len(test_pos)), closure)
+    data = HypernymyData(
+        protocol,
+        n,
+        train,
+        np.r_[dev_pos, dev_neg],
+        lab(len(dev_pos)),
+        np.r_[test_pos, test_neg],
+        lab(len(test_pos)),
+        closure,
+    )
     data.stats = protocol_facts(data, listed, sum(len(p) for p in parents))
     return data
 
@@ -170,7 +182,7 @@ AUTHORS_SET_ORDER = ("train", "test", "val")
 _LUA_SETS = ("test", "val", "train")
 
 
-def authors_listing(graph: "NounGraph") -> np.ndarray:
+def authors_listing(graph: NounGraph) -> np.ndarray:
     """List the closure as createDatasets.lua's `graph.transitiveClosure` does: (P, 2), our indices.
 
     Edges come from preprocessWordnet.py (synsets in `all_synsets('n')` order, each one's hypernyms
@@ -181,16 +193,20 @@ def authors_listing(graph: "NounGraph") -> np.ndarray:
     only the first synset lacks a parent (WordNet's entity.n.01); other graphs raise ValueError.
     """
     if graph.nltk_order is None or graph.authors_parents is None:
-        raise ValueError("the graph has no nltk_order/authors_parents: load it with "
-                         "orderlib.data.wordnet.load_noun_graph (cache format 2)")
+        raise ValueError(
+            "the graph has no nltk_order/authors_parents: load it with "
+            "orderlib.data.wordnet.load_noun_graph (cache format 2)"
+        )
     roots = [i for i, s in enumerate(graph.nltk_order) if not graph.authors_parents[s]]
     if roots != [0]:
-        raise ValueError(f"the authors' pairs() order is derived only for graphs whose single root comes "
-                         f"first in all_synsets order; roots at positions {roots[:5]}")
+        raise ValueError(
+            f"the authors' pairs() order is derived only for graphs whose single root comes "
+            f"first in all_synsets order; roots at positions {roots[:5]}"
+        )
     return listed_pairs(graph.authors_parents, graph.nltk_order)
 
 
-def n_entities_of(graph: "NounGraph") -> int:
+def n_entities_of(graph: NounGraph) -> int:
     """Return createDatasets.lua's numEntities: the largest 1-based id in the edge list."""
     rank = np.empty(len(graph.names), dtype=np.int64)  # our index -> 0-based id in all_synsets order
     rank[np.asarray(graph.nltk_order, dtype=np.int64)] = np.arange(len(graph.names))
@@ -198,8 +214,9 @@ def n_entities_of(graph: "NounGraph") -> int:
     return int(rank[np.asarray(ends, dtype=np.int64)].max()) + 1
 
 
-def torch_contrastive_negatives(pos: np.ndarray, gen: Torch7Generator, n_entities: int,
-                                entity_index: np.ndarray) -> np.ndarray:
+def torch_contrastive_negatives(
+    pos: np.ndarray, gen: Torch7Generator, n_entities: int, entity_index: np.ndarray
+) -> np.ndarray:
     """Corrupt each pair as Dataset.lua's genNegatives('contrastive') does, drawing from `gen`.
 
     randomEntities = ceil(rand(n,1) * N) (at least 1), then index = ceil(rand(n,1) * 2) (at least
@@ -214,8 +231,14 @@ def torch_contrastive_negatives(pos: np.ndarray, gen: Torch7Generator, n_entitie
     return neg  # (n, 2)
 
 
-def authors_split(graph: "NounGraph", n_test: int = 4000, n_dev: int = 4000, *, seed: int = 1,
-                  set_order: Sequence[str] = AUTHORS_SET_ORDER) -> HypernymyData:
+def authors_split(
+    graph: NounGraph,
+    n_test: int = 4000,
+    n_dev: int = 4000,
+    *,
+    seed: int = 1,
+    set_order: Sequence[str] = AUTHORS_SET_ORDER,
+) -> HypernymyData:
     """Regenerate Vendrov et al.'s own train/dev/test split, as createDatasets.lua ('trans') makes it.
 
     torch.manualSeed(1); the listed pairs (duplicates kept) are permuted by torch.randperm; the
@@ -232,14 +255,22 @@ def authors_split(graph: "NounGraph", n_test: int = 4000, n_dev: int = 4000, *, 
     n_entities = n_entities_of(graph)
     gen = Torch7Generator(seed)
     pool = listed[gen.randperm(len(listed))]  # hypernyms:index(1, order)
-    sets = {"test": pool[:n_test], "val": pool[n_test:n_test + n_dev], "train": pool[n_test + n_dev:]}
+    sets = {"test": pool[:n_test], "val": pool[n_test : n_test + n_dev], "train": pool[n_test + n_dev :]}
     entity_index = np.asarray(graph.nltk_order, dtype=np.int64)  # (N,) 0-based id -> our index
-    negatives = {name: torch_contrastive_negatives(sets[name], gen, n_entities, entity_index)
-                 for name in set_order}
+    negatives = {name: torch_contrastive_negatives(sets[name], gen, n_entities, entity_index) for name in set_order}
     lab = lambda k: np.r_[np.ones(k, bool), np.zeros(k, bool)]  # noqa: E731
     closure = sorted_unique(pair_codes(listed, n))
-    data = HypernymyData("paper", n, sets["train"], np.r_[sets["val"], negatives["val"]], lab(n_dev),
-                         np.r_[sets["test"], negatives["test"]], lab(n_test), closure, split="authors")
+    data = HypernymyData(
+        "paper",
+        n,
+        sets["train"],
+        np.r_[sets["val"], negatives["val"]],
+        lab(n_dev),
+        np.r_[sets["test"], negatives["test"]],
+        lab(n_test),
+        closure,
+        split="authors",
+    )
     data.stats = protocol_facts(data, listed, graph.n_edges)
     return data
 
@@ -278,7 +309,7 @@ def transitive_closure_predict(known: np.ndarray, queries: np.ndarray, n: int) -
             stack = [u]
             while stack:
                 x = stack.pop()
-                for y in dst[start[x]:start[x + 1]].tolist():
+                for y in dst[start[x] : start[x + 1]].tolist():
                     if y not in seen:
                         seen.add(y)
                         stack.append(y)

@@ -16,19 +16,22 @@ Layout under `root` (the `release_dataset/` folder of the download, or czsl's `m
 - Precomputed features: an .npz with `files` (paths under images/, str) and `features` (N, F);
   see `load_features`. `image_features` computes them (ResNet penultimate layer, torchvision).
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from orderlib.paths import DataError, text_lines
 
-SPLITS = {"misra": ("compositional-split", ("train", "test")),
-          "natural": ("compositional-split-natural", ("train", "val", "test"))}
+SPLITS = {
+    "misra": ("compositional-split", ("train", "test")),
+    "natural": ("compositional-split-natural", ("train", "val", "test")),
+}
 NATURAL_METADATA = "metadata_compositional-split-natural.t7"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 NO_ATTRIBUTE = ("adj", "NA")  # folder prefix / metadata attr of images without an attribute
@@ -63,6 +66,7 @@ def _index(pairs: Sequence[Pair], attrs: list[str], objs: list[str]) -> np.ndarr
 
 # ---- pair lists -------------------------------------------------------------------------------
 
+
 def read_pairs(path: Path) -> list[Pair]:
     """Read one "attr obj" pair per line (blank lines skipped, duplicates dropped), in file order."""
     path = Path(path)
@@ -89,11 +93,14 @@ def _check_disjoint(train: list[Pair], test: list[Pair], train_file: Path, test_
     seen = set(train)
     shared = [p for p in test if p in seen]
     if shared:
-        raise DataError(f"{test_file}: {len(shared)} pair(s) also in {train_file} (e.g. {' '.join(shared[0])!r}); "
-                        "the Misra split has disjoint train and test pairs")
+        raise DataError(
+            f"{test_file}: {len(shared)} pair(s) also in {train_file} (e.g. {' '.join(shared[0])!r}); "
+            "the Misra split has disjoint train and test pairs"
+        )
 
 
 # ---- images -----------------------------------------------------------------------------------
+
 
 def folder_pair(name: str) -> Pair | None:
     """Split an image folder name into (attr, obj): at the first space, else the first underscore."""
@@ -132,6 +139,7 @@ def _resolve_image(images_dir: Path, rel: str) -> str | None:
 
 # ---- natural-split metadata -------------------------------------------------------------------
 
+
 def read_metadata(path: Path) -> list[dict]:
     """Read the per-image metadata: a .json list of dicts, or a .t7/.pt torch file read weights-only
     (no code runs; a file naming a function or class beyond torch's defaults raises DataError)."""
@@ -154,8 +162,10 @@ def read_metadata(path: Path) -> list[dict]:
         except Exception as e:  # noqa: BLE001 - torch's errors do not name the file
             refused = refused_global(e)
             if refused is not None:
-                raise DataError(f"{path}: not loaded: it names {refused}, which metadata (a list of dicts of "
-                                f"strings) never holds, and loading it would run code") from None
+                raise DataError(
+                    f"{path}: not loaded: it names {refused}, which metadata (a list of dicts of "
+                    f"strings) never holds, and loading it would run code"
+                ) from None
             raise DataError(f"{path}: not a readable torch file ({type(e).__name__}: {e})") from e
     else:
         raise DataError(f"{path}: unknown metadata format {suffix!r}; expected .t7, .pt or .json")
@@ -167,8 +177,9 @@ def read_metadata(path: Path) -> list[dict]:
     return list(entries)
 
 
-def _assign_natural(entries: list[dict], pairs: dict[str, list[Pair]], images_dir: Path,
-                    meta_path: Path) -> dict[str, list[tuple[str, Pair]]]:
+def _assign_natural(
+    entries: list[dict], pairs: dict[str, list[Pair]], images_dir: Path, meta_path: Path
+) -> dict[str, list[tuple[str, Pair]]]:
     """Keep each entry whose pair is in its set's pair list; resolve its path when images/ exists."""
     allowed = {s: set(p) for s, p in pairs.items()}
     check = images_dir.is_dir()
@@ -193,6 +204,7 @@ def _assign_natural(entries: list[dict], pairs: dict[str, list[Pair]], images_di
 
 # ---- loader -----------------------------------------------------------------------------------
 
+
 def _vocab(pairs: dict[str, list[Pair]]) -> tuple[list[str], list[str]]:
     every = [p for ps in pairs.values() for p in ps]
     return sorted({a for a, _ in every}), sorted({o for _, o in every})
@@ -205,8 +217,9 @@ def _build(root: Path, pairs: dict[str, list[Pair]], assigned: dict[str, list[tu
     return CompositionalData(attrs, objs, pairs, images, labels, root)
 
 
-def load_mit_states(root: str | Path, split: str = "misra", split_dir: str | Path | None = None,
-                    metadata: str | Path | None = None) -> CompositionalData:
+def load_mit_states(
+    root: str | Path, split: str = "misra", split_dir: str | Path | None = None, metadata: str | Path | None = None
+) -> CompositionalData:
     """Load MIT-States under `root` with the "misra" (train/test) or "natural" (train/val/test) split.
 
     `split_dir` defaults to `<root>/compositional-split` or `<root>/compositional-split-natural`;
@@ -254,6 +267,7 @@ def coverage_problems(data: CompositionalData) -> list[str]:
 
 # ---- features ---------------------------------------------------------------------------------
 
+
 def _norm(rel: str) -> str:
     return rel.replace("\\", "/").replace(" ", "_")
 
@@ -298,8 +312,14 @@ def default_model():
 def _preprocess():
     from torchvision import transforms
 
-    return transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(),
-                               transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    return transforms.Compose(
+        [
+            transforms.Resize(256),
+            transforms.CenterCrop(224),
+            transforms.ToTensor(),
+            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
 
 
 def _load_image(path: Path, tf):
@@ -333,7 +353,7 @@ def image_features(paths: Sequence[str | Path], model=None, batch: int = 32) -> 
         model.eval()
         with torch.inference_mode():
             for lo in range(0, len(paths), batch):
-                x = torch.stack([_load_image(Path(p), tf) for p in paths[lo:lo + batch]])  # (b, 3, 224, 224)
+                x = torch.stack([_load_image(Path(p), tf) for p in paths[lo : lo + batch]])  # (b, 3, 224, 224)
                 out.append(model(x.to(device)).flatten(1).float().cpu().numpy())  # (b, F)
     finally:
         if head is not None:

@@ -9,6 +9,7 @@ VSE++ code ship them.
   ("train", "restval", "val", "test") and `sentences` (`raw`, `tokens`); features come from an
   .npy whose rows follow the JSON's image order within the split.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,11 +54,15 @@ def one_row_per_image(features: np.ndarray, n_captions: int, path: Path) -> np.n
     if features.shape[0] == n_captions and n_captions % CAPTIONS_PER_IMAGE == 0:
         per_image = np.array(features[::CAPTIONS_PER_IMAGE], dtype=np.float32)
         if not np.array_equal(np.repeat(per_image, CAPTIONS_PER_IMAGE, 0), np.asarray(features, np.float32)):
-            raise DataError(f"{path}: {features.shape[0]} rows for {n_captions} captions, but the rows of "
-                            "one image's 5 captions differ; expected 5 identical rows per image")
+            raise DataError(
+                f"{path}: {features.shape[0]} rows for {n_captions} captions, but the rows of "
+                "one image's 5 captions differ; expected 5 identical rows per image"
+            )
         return per_image
-    raise DataError(f"{path}: {features.shape[0]} feature rows do not match {n_captions} captions; "
-                    f"expected {n_captions // CAPTIONS_PER_IMAGE} (one per image) or {n_captions} (one per caption)")
+    raise DataError(
+        f"{path}: {features.shape[0]} feature rows do not match {n_captions} captions; "
+        f"expected {n_captions // CAPTIONS_PER_IMAGE} (one per image) or {n_captions} (one per caption)"
+    )
 
 
 def read_captions(path: Path) -> list[str]:
@@ -78,8 +83,10 @@ def load_precomp(folder: str | Path, split: str, crop: str = "10crop") -> Captio
     if split not in PRECOMP_SPLITS:
         raise ValueError(f"split must be one of {list(PRECOMP_SPLITS)}, got {split!r}")
     if not folder.is_dir():
-        raise DataError(f"{folder}: no such folder; a precomp folder holds {{train,dev,test}}_caps.txt "
-                        "and {train,dev,test}_ims.npy (e.g. coco_precomp from the VSE++ data release)")
+        raise DataError(
+            f"{folder}: no such folder; a precomp folder holds {{train,dev,test}}_caps.txt "
+            "and {train,dev,test}_ims.npy (e.g. coco_precomp from the VSE++ data release)"
+        )
     captions = read_captions(folder / f"{split}_caps.txt")
     npy = folder / (f"{split}_ims.npy" if crop == "10crop" else f"{split}_ims_1crop.npy")
     features = one_row_per_image(_load_npy(npy), len(captions), npy)
@@ -102,8 +109,10 @@ def load_karpathy(json_path: str | Path, features_path: str | Path, split: str) 
     for k, im in enumerate(i for i in images if i.get("split") in KARPATHY_SPLITS[split]):
         sents = im.get("sentences") or []
         if len(sents) < CAPTIONS_PER_IMAGE:
-            raise DataError(f"{json_path}: image {im.get('filename', k)} has {len(sents)} captions; "
-                            f"every image needs at least {CAPTIONS_PER_IMAGE}")
+            raise DataError(
+                f"{json_path}: image {im.get('filename', k)} has {len(sents)} captions; "
+                f"every image needs at least {CAPTIONS_PER_IMAGE}"
+            )
         captions += [s.get("raw") or " ".join(s["tokens"]) for s in sents[:CAPTIONS_PER_IMAGE]]
     if not captions:
         raise DataError(f"{json_path}: no images in split {split!r} ({'/'.join(KARPATHY_SPLITS[split])})")

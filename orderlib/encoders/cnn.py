@@ -10,6 +10,7 @@ Test-time augmentation stands in for the 10-crop average of Section 4.2: 5 crops
 centre of the canvas padded by `pad` pixels) and their mirror images, each mirrored feature map
 flipped back before pooling so left and right keep their meaning; "1-crop" is the centre crop.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -42,8 +43,9 @@ class ItemCNN(nn.Module):
         super().__init__()
         w = width
         block = lambda i, o: [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True)]
-        self.trunk = nn.Sequential(*block(in_channels, w), nn.MaxPool2d(2), *block(w, 2 * w), nn.MaxPool2d(2),
-                                   *block(2 * w, 4 * w))
+        self.trunk = nn.Sequential(
+            *block(in_channels, w), nn.MaxPool2d(2), *block(w, 2 * w), nn.MaxPool2d(2), *block(2 * w, 4 * w)
+        )
         self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(4 * w, n_classes))
         self.channels = 4 * w
 
@@ -75,14 +77,22 @@ def _augment(x: torch.Tensor, shift: int, g: torch.Generator) -> torch.Tensor:
     b, _, h, w = x.shape
     padded = F.pad(x, (shift,) * 4, value=-MEAN / STD)  # pad with the background value
     dy, dx = torch.randint(0, 2 * shift + 1, (2, b), generator=g)
-    out = torch.stack([padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(b)])
+    out = torch.stack([padded[i, :, dy[i] : dy[i] + h, dx[i] : dx[i] + w] for i in range(b)])
     flip = torch.rand(b, generator=g) < 0.5
     out[flip] = out[flip].flip(-1)
     return out
 
 
-def train_item_cnn(images: np.ndarray, labels: np.ndarray, held_images: np.ndarray, held_labels: np.ndarray,
-                   cfg: CNNConfig, device="cpu", checkpoint=None, progress: bool = True) -> tuple[ItemCNN, list[dict]]:
+def train_item_cnn(
+    images: np.ndarray,
+    labels: np.ndarray,
+    held_images: np.ndarray,
+    held_labels: np.ndarray,
+    cfg: CNNConfig,
+    device="cpu",
+    checkpoint=None,
+    progress: bool = True,
+) -> tuple[ItemCNN, list[dict]]:
     """Train the classifier on (images, labels), early-stop on held-out accuracy; return it frozen
     (eval mode, no gradients) with its history. Labels outside `cfg.classes` are dropped from
     both sets; kept labels are renumbered 0..k-1 in the order of `cfg.classes`."""
@@ -108,7 +118,7 @@ def train_item_cnn(images: np.ndarray, labels: np.ndarray, held_images: np.ndarr
         steps = range(0, len(order), cfg.batch)
         with seeded_rng(cfg.seed * 1000 + 500 + epoch, device):  # dropout draws follow the seed
             for i in tqdm(steps, desc=f"cnn epoch {epoch}", leave=False, disable=not progress):
-                idx = order[i:i + cfg.batch]
+                idx = order[i : i + cfg.batch]
                 xb = _augment(to_input(x[idx]), cfg.shift, g).to(device)
                 loss = F.cross_entropy(model(xb), y[idx].to(device))
                 opt.zero_grad()
@@ -120,10 +130,26 @@ def train_item_cnn(images: np.ndarray, labels: np.ndarray, held_images: np.ndarr
     def evaluate() -> dict:
         return {"held_out_accuracy": 100.0 * float((predict(model, hx) == hy.numpy()).mean())}
 
-    cfg_dict = {**asdict(cfg), "classes": list(classes), "n_train": int(len(y)),
-                "code": code_version("orderlib.encoders.cnn", "orderlib.training.loop"), "data": fingerprint(x, y, hx, hy)}
-    fitted = fit(model, opt, cfg_dict, one_epoch, evaluate, "held_out_accuracy", cfg.epochs, cfg.epochs,
-                 checkpoint, progress, "item CNN")
+    cfg_dict = {
+        **asdict(cfg),
+        "classes": list(classes),
+        "n_train": int(len(y)),
+        "code": code_version("orderlib.encoders.cnn", "orderlib.training.loop"),
+        "data": fingerprint(x, y, hx, hy),
+    }
+    fitted = fit(
+        model,
+        opt,
+        cfg_dict,
+        one_epoch,
+        evaluate,
+        "held_out_accuracy",
+        cfg.epochs,
+        cfg.epochs,
+        checkpoint,
+        progress,
+        "item CNN",
+    )
     model.eval().requires_grad_(False)
     model.classes = classes
     model.provenance = model_record(fitted.seconds, fitted.trained_at, fitted.resumed, epochs_run=len(fitted.history))
@@ -135,8 +161,16 @@ def predict(model: ItemCNN, images, batch: int = 1024) -> np.ndarray:
     """Class indices (model numbering) for uint8 (N, H, W) or (N, H, W, 3) images."""
     model.eval()
     device = next(model.parameters()).device
-    return np.concatenate([model(to_input(images[i:i + batch], device)).argmax(1).cpu().numpy()
-                           for i in range(0, len(images), batch)]) if len(images) else np.zeros(0, int)
+    return (
+        np.concatenate(
+            [
+                model(to_input(images[i : i + batch], device)).argmax(1).cpu().numpy()
+                for i in range(0, len(images), batch)
+            ]
+        )
+        if len(images)
+        else np.zeros(0, int)
+    )
 
 
 @torch.no_grad()
@@ -144,7 +178,7 @@ def item_features(model: ItemCNN, images, batch: int = 1024) -> torch.Tensor:
     """(N, C) penultimate features of single items (uint8 (N, H, W) or (N, H, W, 3))."""
     model.eval()
     device = next(model.parameters()).device
-    out = [model.features(to_input(images[i:i + batch], device)).cpu() for i in range(0, len(images), batch)]
+    out = [model.features(to_input(images[i : i + batch], device)).cpu() for i in range(0, len(images), batch)]
     return torch.cat(out) if out else torch.zeros(0, model.channels)
 
 
@@ -154,8 +188,9 @@ def crop_offsets(pad: int) -> list[tuple[int, int]]:
 
 
 @torch.no_grad()
-def scene_features(model: ItemCNN, canvases, grid: int = 2, pad: int = 2, batch: int = 256,
-                   progress: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def scene_features(
+    model: ItemCNN, canvases, grid: int = 2, pad: int = 2, batch: int = 256, progress: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (10-crop, 1-crop) features, each (N, C * grid * grid), of uint8 (N, H, W) canvases:
     the feature map averaged over each cell of a grid x grid partition, flattened, averaged over
     the 10 views (5 crops x mirror) or taken from the centre crop alone."""
@@ -164,10 +199,10 @@ def scene_features(model: ItemCNN, canvases, grid: int = 2, pad: int = 2, batch:
     n, h, w = canvases.shape
     ten, one = [], []
     for i in tqdm(range(0, n, batch), desc="scene features", disable=not progress):
-        x = F.pad(to_input(canvases[i:i + batch], device), (pad,) * 4, value=-MEAN / STD)
+        x = F.pad(to_input(canvases[i : i + batch], device), (pad,) * 4, value=-MEAN / STD)
         views = []
         for dy, dx in crop_offsets(pad):
-            crop = x[:, :, dy:dy + h, dx:dx + w]
+            crop = x[:, :, dy : dy + h, dx : dx + w]
             for mirrored in (False, True):
                 fmap = model.feature_map(crop.flip(-1) if mirrored else crop)
                 fmap = fmap.flip(-1) if mirrored else fmap  # back to the canvas's left and right

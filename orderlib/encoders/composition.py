@@ -10,6 +10,7 @@ vectors and trained with the rest, and maps index pairs (B, 2) -> (B, out_dim):
 The RNN composers also encode a single word (`encode_words`), which the vector arithmetic of
 Table 3 needs.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -57,8 +58,14 @@ class MLPComposer(Composer):
         super().__init__(vectors, n_attrs)
         d, self.interaction = self.dim, interaction
         act = lambda: nn.LeakyReLU(0.1)
-        self.mlp = nn.Sequential(nn.Linear((4 if interaction else 2) * d, 3 * d), act(),
-                                 nn.Linear(3 * d, 3 * d // 2), act(), nn.Linear(3 * d // 2, d), act())
+        self.mlp = nn.Sequential(
+            nn.Linear((4 if interaction else 2) * d, 3 * d),
+            act(),
+            nn.Linear(3 * d, 3 * d // 2),
+            act(),
+            nn.Linear(3 * d // 2, d),
+            act(),
+        )
         self.proj = nn.Linear(d, out_dim)
 
     def forward(self, pairs: torch.Tensor) -> torch.Tensor:

@@ -6,6 +6,7 @@ Tables are `nn.Embedding`s; `tables()` names them so a trainer can update only t
 The later models of the same task (boxes, hyperbolic points and cones) are in `boxes.py` and
 `hyperbolic.py`; they register themselves in CONCEPT_MODELS when this module is imported.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,7 @@ class ConceptModel(nn.Module):
 
     def tables(self) -> dict[str, nn.Parameter]:
         """Return the per-concept tables by parameter name (rows indexed by concept id)."""
-        return {f"{name}.weight": m.weight for name, m in self.named_modules()
-                if isinstance(m, nn.Embedding)}
+        return {f"{name}.weight": m.weight for name, m in self.named_modules() if isinstance(m, nn.Embedding)}
 
     def manifolds(self) -> dict:
         """Return {table name: geoopt manifold} for tables whose rows are points of a manifold."""
@@ -91,7 +91,7 @@ class SymmetricEmbedding(ConceptModel):
         super().__init__()
         self.emb = nn.Embedding(n, dim)
         with torch.no_grad():
-            self.emb.weight.normal_(generator=generator).mul_(dim ** -0.5)  # unit-scale rows
+            self.emb.weight.normal_(generator=generator).mul_(dim**-0.5)  # unit-scale rows
 
     def energy(self, u, v):
         return penalties.cosine_distance(self.emb(u), self.emb(v))
@@ -119,7 +119,7 @@ class BilinearEmbedding(ConceptModel):
         self.w = nn.Parameter(torch.eye(width))
         self.b = nn.Parameter(torch.zeros(()))
         with torch.no_grad():
-            self.emb.weight.normal_(generator=generator).mul_(dim ** -0.5)
+            self.emb.weight.normal_(generator=generator).mul_(dim**-0.5)
             self.w.add_(0.01 * torch.randn(width, width, generator=generator))
             if self.linear:
                 self.emb.weight[:, -1] = 1.0
@@ -137,8 +137,13 @@ class BilinearEmbedding(ConceptModel):
         return {"emb.weight": 1} if self.linear else {}
 
     def fused_energy(self):
-        return {"energy": "bilinear", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)], "params": [],
-                "dense": ["w", "b"]}
+        return {
+            "energy": "bilinear",
+            "tables": ["emb.weight"],
+            "bounds": [(-math.inf, math.inf)],
+            "params": [],
+            "dense": ["w", "b"],
+        }
 
 
 class GaussianEmbedding(ConceptModel):
@@ -150,8 +155,9 @@ class GaussianEmbedding(ConceptModel):
 
     loss = "ranking_hinge"
 
-    def __init__(self, n: int, dim: int = 50, generator=None,
-                 mu_max: float = 2.0, var_min: float = 0.05, var_max: float = 5.0):
+    def __init__(
+        self, n: int, dim: int = 50, generator=None, mu_max: float = 2.0, var_min: float = 0.05, var_max: float = 5.0
+    ):
         super().__init__()
         self.mu = nn.Embedding(n, dim)
         self.log_var = nn.Embedding(n, dim)
@@ -180,9 +186,17 @@ class DensityOrderEmbedding(ConceptModel):
     m = 2000 are gamma = 225, m = 1000 here (Adam does not see the overall factor 2).
     """
 
-    def __init__(self, n: int, dim: int = 50, generator=None, gamma: float = 225.0,
-                 var_init: float = 5e-5, normalize: bool = True, var_min: float | None = None,
-                 var_max: float | None = None):
+    def __init__(
+        self,
+        n: int,
+        dim: int = 50,
+        generator=None,
+        gamma: float = 225.0,
+        var_init: float = 5e-5,
+        normalize: bool = True,
+        var_min: float | None = None,
+        var_max: float | None = None,
+    ):
         super().__init__()
         self.mu = nn.Embedding(n, dim)
         self.log_var = nn.Embedding(n, dim)
@@ -199,8 +213,9 @@ class DensityOrderEmbedding(ConceptModel):
         return mu / mu.norm(dim=-1, keepdim=True).clamp(min=1e-12) if self.normalize else mu
 
     def energy(self, u, v):
-        return penalties.density_order_violation(self._mean(u), self.log_var(u).exp(), self._mean(v),
-                                                 self.log_var(v).exp(), self.gamma)  # (B,)
+        return penalties.density_order_violation(
+            self._mean(u), self.log_var(u).exp(), self._mean(v), self.log_var(v).exp(), self.gamma
+        )  # (B,)
 
     def constrain(self, name, block):
         if name == "log_var.weight" and (self.log_var_min > -math.inf or self.log_var_max < math.inf):
@@ -208,9 +223,12 @@ class DensityOrderEmbedding(ConceptModel):
         return block
 
     def fused_energy(self):
-        return {"energy": "density_order", "tables": ["mu.weight", "log_var.weight"],
-                "bounds": [(-math.inf, math.inf), (self.log_var_min, self.log_var_max)],
-                "params": [self.gamma, float(self.normalize)]}
+        return {
+            "energy": "density_order",
+            "tables": ["mu.weight", "log_var.weight"],
+            "bounds": [(-math.inf, math.inf), (self.log_var_min, self.log_var_max)],
+            "params": [self.gamma, float(self.normalize)],
+        }
 
 
 CONCEPT_MODELS = {

@@ -6,6 +6,7 @@ score "order" (beyond the paper; the future work of Vendrov et al.): labels are 
 order-embeddings, the image is embedded as |M v| and s = -E(|M v|, t_label): the image should
 sit below its label in the order, like a hyponym below its hypernym.
 """
+
 from __future__ import annotations
 
 import torch

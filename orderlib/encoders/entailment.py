@@ -1,6 +1,7 @@
 """Sentence-pair models for entailment (Section 5 of Vendrov et al.). Each returns an energy per
 pair, low = "the premise entails the hypothesis", so one dev-chosen threshold classifies them all.
 """
+
 from __future__ import annotations
 
 import torch
@@ -73,8 +74,12 @@ class BagOfWords(nn.Module):
 
     def forward(self, p, pl, h, hl) -> torch.Tensor:
         in_premise = ((h[:, :, None] == p[:, None, :]) & (h[:, :, None] != PAD)).any(-1)  # (B, Th)
-        logit = (self.w["p"](p).squeeze(-1).sum(1) + self.w["h"](h).squeeze(-1).sum(1)
-                 + (self.w["overlap"](h).squeeze(-1) * in_premise).sum(1) + self.bias)
+        logit = (
+            self.w["p"](p).squeeze(-1).sum(1)
+            + self.w["h"](h).squeeze(-1).sum(1)
+            + (self.w["overlap"](h).squeeze(-1) * in_premise).sum(1)
+            + self.bias
+        )
         return -logit  # (B,)
 
 

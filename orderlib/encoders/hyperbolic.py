@@ -4,6 +4,7 @@ Rows are points of the unit Poincare ball (geoopt's PoincareBall, curvature -1);
 names it so the trainer takes Riemannian Adam steps on touched rows (orderlib.optim.RowAdam), or
 on CPU the compiled step (orderlib/csrc/concept_step.cpp), which does geoopt's maths for curvature -1.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,7 @@ class PoincareEmbedding(ConceptModel):
 
     loss = "logistic_ranking"
 
-    def __init__(self, n: int, dim: int = 50, generator=None, alpha: float = 1000.0,
-                 init_range: float = 1e-3):
+    def __init__(self, n: int, dim: int = 50, generator=None, alpha: float = 1000.0, init_range: float = 1e-3):
         super().__init__()
         self.ball = geoopt.PoincareBall()  # c = 1; holds a fixed (no-grad) curvature parameter
         self.emb = nn.Embedding(n, dim)
@@ -62,8 +62,14 @@ class PoincareEmbedding(ConceptModel):
         """The training energy (the distance) for the compiled step; rows on the ball, projected as projx."""
         if not _unit_ball(self.ball):
             return None
-        return {"energy": "poincare_distance", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)],
-                "params": [], "ball": [True], "norm_bounds": [(0.0, math.inf)]}
+        return {
+            "energy": "poincare_distance",
+            "tables": ["emb.weight"],
+            "bounds": [(-math.inf, math.inf)],
+            "params": [],
+            "ball": [True],
+            "norm_bounds": [(0.0, math.inf)],
+        }
 
 
 class HyperbolicCones(ConceptModel):
@@ -103,8 +109,14 @@ class HyperbolicCones(ConceptModel):
         """The energy for the compiled step; rows on the ball, norms clamped into the annulus."""
         if not _unit_ball(self.ball):
             return None
-        return {"energy": "cones", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)], "params": [self.K],
-                "ball": [True], "norm_bounds": [(self.r_min, self.r_max)]}
+        return {
+            "energy": "cones",
+            "tables": ["emb.weight"],
+            "bounds": [(-math.inf, math.inf)],
+            "params": [self.K],
+            "ball": [True],
+            "norm_bounds": [(self.r_min, self.r_max)],
+        }
 
 
 def init_from_poincare(poincare: PoincareEmbedding, rescale: float = 0.7) -> dict[str, torch.Tensor]:

@@ -1,4 +1,5 @@
 """Image side of the joint embedding: f_i(i) = |W_i . CNN(i)| (Eq. 6 of Vendrov et al.)."""
+
 from __future__ import annotations
 
 import torch

@@ -1,5 +1,6 @@
 """Joint image-caption embeddings for retrieval (Section 4 of Vendrov et al.): an image
 projection, a GRU caption encoder and the penalty that compares them."""
+
 from __future__ import annotations
 
 import torch

@@ -9,6 +9,7 @@ language vectors (facts as [S | P | O] word vectors, zeros for wild-cards).
   p (p = 4 in the paper), and compared by cosine similarity.
 Both return distances (low = match) so that the retrieval code treats every method alike.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,8 +29,9 @@ class ESZSL:
     mean: np.ndarray  # (F,)
 
     @classmethod
-    def fit(cls, x: np.ndarray, labels: np.ndarray, signatures: np.ndarray, gamma: float = 1.0,
-            lam: float = 1.0) -> "ESZSL":
+    def fit(
+        cls, x: np.ndarray, labels: np.ndarray, signatures: np.ndarray, gamma: float = 1.0, lam: float = 1.0
+    ) -> ESZSL:
         """x (N, F) features, labels (N,) indices into signatures (Z, A)."""
         x = np.asarray(x, np.float64)
         mean = x.mean(0)
@@ -43,7 +45,9 @@ class ESZSL:
 
     def distance(self, x: np.ndarray, signatures: np.ndarray) -> torch.Tensor:
         """(N, Z') negative scores of images x against language vectors."""
-        return torch.as_tensor(-((np.asarray(x, np.float64) - self.mean) @ self.V @ np.asarray(signatures, np.float64).T))
+        return torch.as_tensor(
+            -((np.asarray(x, np.float64) - self.mean) @ self.V @ np.asarray(signatures, np.float64).T)
+        )
 
 
 @dataclass
@@ -56,7 +60,7 @@ class MultiviewCCA:
     power: float = 4.0
 
     @classmethod
-    def fit(cls, x: np.ndarray, y: np.ndarray, k: int, reg: float = 1e-3, power: float = 4.0) -> "MultiviewCCA":
+    def fit(cls, x: np.ndarray, y: np.ndarray, k: int, reg: float = 1e-3, power: float = 4.0) -> MultiviewCCA:
         """Paired views x (N, F), y (N, A); `reg` is added to each covariance (times its trace / dim)."""
         x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
         mx, my = x.mean(0), y.mean(0)
@@ -71,7 +75,7 @@ class MultiviewCCA:
         return cls(kx @ u[:, :k], ky @ vt[:k].T, mx, my, sig[:k], power)
 
     def _embed(self, z, w, m):
-        e = (np.asarray(z, np.float64) - m) @ w * self.corr ** self.power
+        e = (np.asarray(z, np.float64) - m) @ w * self.corr**self.power
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
 
     def distance(self, x: np.ndarray, y: np.ndarray) -> torch.Tensor:

@@ -1,9 +1,10 @@
 """Sentence encoder of Vendrov et al. (Sections 4.2 and 5.1): f(s) = |GRU(s)|, the absolute
 value of a GRU's last hidden state over learned word embeddings, and its vocabulary."""
+
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 import torch.nn as nn
@@ -21,7 +22,7 @@ class Vocab:
         self.index = {w: i for i, w in enumerate(self.words)}
 
     @classmethod
-    def build(cls, sentences: Iterable[list[str]], min_count: int = 1) -> "Vocab":
+    def build(cls, sentences: Iterable[list[str]], min_count: int = 1) -> Vocab:
         counts = Counter(w for s in sentences for w in s)
         return cls(sorted(w for w, c in counts.items() if c >= min_count))
 
@@ -34,7 +35,7 @@ class Vocab:
         lengths = torch.tensor([len(s) for s in ids], dtype=torch.long)
         tokens = torch.full((len(ids), int(lengths.max()) if ids else 0), PAD, dtype=torch.long)
         for i, s in enumerate(ids):
-            tokens[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+            tokens[i, : len(s)] = torch.tensor(s, dtype=torch.long)
         return tokens, lengths
 
 
@@ -42,8 +43,9 @@ class GRUSentenceEncoder(nn.Module):
     """Embed token sequences as the last GRU hidden state, then |.| (order-embeddings) and/or
     L2 normalisation (the paper's unit-norm constraint, Section 4.4)."""
 
-    def __init__(self, vocab_size: int, word_dim: int = 300, dim: int = 1024, absolute: bool = True,
-                 normalize: bool = False):
+    def __init__(
+        self, vocab_size: int, word_dim: int = 300, dim: int = 1024, absolute: bool = True, normalize: bool = False
+    ):
         super().__init__()
         self.words = nn.Embedding(vocab_size, word_dim, padding_idx=PAD)
         self.gru = nn.GRU(word_dim, dim, batch_first=True)
@@ -82,8 +84,9 @@ def gru_last_hidden(gru: nn.GRU, x: torch.Tensor, lengths: torch.Tensor) -> torc
     return h.index_select(0, packed.unsorted_indices.to(h.device))  # back to the input order
 
 
-def _recurrence(gi: torch.Tensor, w: torch.Tensor, b: torch.Tensor, sizes: list[int],
-                saved: dict | None) -> torch.Tensor:
+def _recurrence(
+    gi: torch.Tensor, w: torch.Tensor, b: torch.Tensor, sizes: list[int], saved: dict | None
+) -> torch.Tensor:
     """Forward of `GRURecurrence`: final states (B, D) in length order; fill `saved` (packed rows)
     with the previous state, r, z, the candidate n and W_hn h + b_hn of every step."""
     d = w.shape[1]
@@ -138,9 +141,9 @@ class GRURecurrence(torch.autograd.Function):
             d_ar = d_an * h_n * r * (1 - r)  # through r's sigmoid
             d_az = gt * (hp - cand) * z * (1 - z)
             gi_t, gh_t = dgi[rows], dgh[rows]
-            gi_t[:, :d], gi_t[:, d:2 * d], gi_t[:, 2 * d:] = d_ar, d_az, d_an
-            gh_t[:, :2 * d] = gi_t[:, :2 * d]
-            torch.mul(d_an, r, out=gh_t[:, 2 * d:])
+            gi_t[:, :d], gi_t[:, d : 2 * d], gi_t[:, 2 * d :] = d_ar, d_az, d_an
+            gh_t[:, : 2 * d] = gi_t[:, : 2 * d]
+            torch.mul(d_an, r, out=gh_t[:, 2 * d :])
             g[:n] = torch.addmm(gt * z, gh_t, w)  # (n, D): through z * h and W_hh h
             end -= n
         dw = dgh.t().mm(hs) if ctx.needs_input_grad[1] else None  # (3D, D)

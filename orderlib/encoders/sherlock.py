@@ -10,6 +10,7 @@ for wild-cards (the visual heads are not penalised there), averaged over the bat
 retrieval ignore wild-card slots likewise. `average=True` is the structure ablation: the S, P and
 O parts of both views are averaged into one d-vector before comparing.
 """
+
 from __future__ import annotations
 
 import copy
@@ -24,8 +25,14 @@ from orderlib.penalties import order_violation_matrix
 def _head(channels: int, hidden: int, grid: int = 2) -> nn.Sequential:
     """theta_u: two fully connected layers (VGG's fc6, fc7) over the feature map pooled to a
     grid x grid layout, so where things are (S left of O) survives, as VGG's fc6 sees its 7x7 map."""
-    return nn.Sequential(nn.AdaptiveAvgPool2d(grid), nn.Flatten(), nn.Linear(channels * grid * grid, hidden),
-                         nn.ReLU(inplace=True), nn.Linear(hidden, hidden), nn.ReLU(inplace=True))
+    return nn.Sequential(
+        nn.AdaptiveAvgPool2d(grid),
+        nn.Flatten(),
+        nn.Linear(channels * grid * grid, hidden),
+        nn.ReLU(inplace=True),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(inplace=True),
+    )
 
 
 class SEM(nn.Module):
@@ -64,8 +71,9 @@ def structured_loss(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, aver
     return (0.5 * (v - l).pow(2).sum(-1) * w).sum(1).mean()
 
 
-def structured_distance(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, average: bool = False,
-                        per_slot: bool = False) -> torch.Tensor:
+def structured_distance(
+    v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, average: bool = False, per_slot: bool = False
+) -> torch.Tensor:
     """(N, F) distances between image embeddings v (N, 3, d) and facts l (F, 3, d) of `orders`
     (F,): squared Euclidean over each fact's non-wild-card slots (Sherlock's "Testing"). Summed
     over the slots, as the paper says, lower-order facts have fewer terms and so win image -> fact
@@ -75,7 +83,7 @@ def structured_distance(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, 
         lv = (l * w[..., None]).sum(1) / w.sum(1, keepdim=True)  # (F, d)
         out = []
         for k in range(3):  # images averaged over the slots each fact keeps: orders 1, 2, 3
-            vk = v[:, :k + 1].mean(1)  # (N, d)
+            vk = v[:, : k + 1].mean(1)  # (N, d)
             out.append(torch.cdist(vk, lv).pow(2))
         stacked = torch.stack(out)  # (3, N, F)
         return stacked.gather(0, (orders - 1)[None, None, :].expand(1, v.shape[0], -1))[0]

@@ -10,6 +10,7 @@ A lemma token occurs in one or a few sentences only, too few for a good vector o
 synset's label vector is built from its definition (`definition_vectors`), where DeViSE took the
 skip-gram vector of the label's first term.
 """
+
 from __future__ import annotations
 
 import re
@@ -73,9 +74,19 @@ def train_skipgram(sentences: list[list[str]], cfg: SkipGramConfig) -> WordVecto
     one result) on token lists; return unit-norm vectors."""
     from gensim.models import Word2Vec
 
-    model = Word2Vec(sentences, vector_size=cfg.dim, window=cfg.window, min_count=cfg.min_count, sg=1,
-                     negative=cfg.negatives, sample=cfg.subsample, epochs=cfg.epochs, alpha=cfg.lr,
-                     workers=1, seed=cfg.seed)
+    model = Word2Vec(
+        sentences,
+        vector_size=cfg.dim,
+        window=cfg.window,
+        min_count=cfg.min_count,
+        sg=1,
+        negative=cfg.negatives,
+        sample=cfg.subsample,
+        epochs=cfg.epochs,
+        alpha=cfg.lr,
+        workers=1,
+        seed=cfg.seed,
+    )
     words = list(model.wv.index_to_key)
     vec = model.wv.vectors.astype(np.float32)
     return WordVectors(words, vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12))
@@ -91,8 +102,9 @@ def definition_vectors(wv: WordVectors, synsets, counts: Counter, a: float = 1e-
     rows = []
     for s in synsets:
         lemmas = [l.lower() for l in s.lemma_names()]
-        words = [w for w in lemmas + [p for l in lemmas for p in l.split("_")] + tokenize_text(s.definition())
-                 if w in wv]
+        words = [
+            w for w in lemmas + [p for l in lemmas for p in l.split("_")] + tokenize_text(s.definition()) if w in wv
+        ]
         if not words:
             rows.append(np.zeros(wv.vectors.shape[1], np.float32))
             continue
@@ -111,8 +123,12 @@ def lemma_vectors(wv: WordVectors, synsets) -> np.ndarray:
     for s in synsets:
         lemmas = [l.lower() for l in s.lemma_names()]
         vec = None
-        for group in ([lemmas[0]], lemmas[0].split("_"), [w for l in lemmas[1:] for w in l.split("_")],
-                      tokenize_text(s.definition())):
+        for group in (
+            [lemmas[0]],
+            lemmas[0].split("_"),
+            [w for l in lemmas[1:] for w in l.split("_")],
+            tokenize_text(s.definition()),
+        ):
             known = [w for w in group if w in wv]
             if known:
                 vec = np.mean([wv[w] for w in known], axis=0)

@@ -8,6 +8,7 @@
   from one threshold per image (the field's code samples the biases). Reported: best seen, best
   unseen, best harmonic mean and the area under the curve.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -78,8 +79,14 @@ def generalised_sweep(scores, target, unseen) -> dict:
     order = np.argsort(seen_acc, kind="stable")
     auc = float(np.trapezoid(unseen_acc[order], seen_acc[order])) / 100.0
     best = int(np.argmax(hm))
-    return {"best seen": float(seen_acc.max()), "best unseen": float(unseen_acc.max()), "best hm": float(hm[best]),
-            "auc": auc, "bias": float(biases[best]), "curve": (seen_acc, unseen_acc)}
+    return {
+        "best seen": float(seen_acc.max()),
+        "best unseen": float(unseen_acc.max()),
+        "best hm": float(hm[best]),
+        "auc": auc,
+        "bias": float(biases[best]),
+        "curve": (seen_acc, unseen_acc),
+    }
 
 
 def context_dependence(shifts: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ at the top 100 images only and divides by the number of relevant images found th
 min(R, 100)); a fact with none there scores 0. mAP averages over the query facts (all have test
 images). Ties between equal scores are broken by image index (a stable sort, as MATLAB's).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,8 +32,9 @@ def fact_topk(dist: torch.Tensor, target, ks=(1, 5, 10)) -> dict:
     return {f"K{k}": acc[f"top-{k}"] for k in ks}
 
 
-def average_precision(dist: torch.Tensor, relevant: torch.Tensor, top: int | None = None,
-                      normalise: str = "found") -> np.ndarray:
+def average_precision(
+    dist: torch.Tensor, relevant: torch.Tensor, top: int | None = None, normalise: str = "found"
+) -> np.ndarray:
     """AP of each query row (F,) float64: dist (F, N) low = relevant, relevant (F, N) bool.
     With `top`, only the first `top` ranks count, and the sum of precisions is divided by the
     relevant images found there (calcAP.m; 0 when none is found), or with normalise="min(R,top)"
@@ -73,8 +75,10 @@ def fact_map(dist: torch.Tensor, image_fact, query_facts, top: int | None = None
 
 # --- the `implied` protocol (GetSherlockResults_notharsh_v2.m) ------------------------------------
 
-def slot_scores(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, metric: str = "euc",
-                block: int = 512) -> torch.Tensor:
+
+def slot_scores(
+    v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, metric: str = "euc", block: int = 512
+) -> torch.Tensor:
     """(N, F) float64 per-fact scores (high = match) of images v (N, 3, d) against facts l (F, 3, d)
     of `orders` (F,), each fact compared on its own slots only (S; S and P; S, P and O), as the
     v2 script slices the [S | P | O] vector. metric: "euc" (log of exp(-d^2 / 2 sigma_f^2), sigma_f
@@ -85,7 +89,7 @@ def slot_scores(v: torch.Tensor, l: torch.Tensor, orders: torch.Tensor, metric: 
     l_sq = (l.pow(2).sum(-1) * w).sum(1)  # (F,) squared norm over the fact's slots
     parts = []
     for i in range(0, len(v), block):
-        vb = v[i:i + block]  # (B, 3, d)
+        vb = v[i : i + block]  # (B, 3, d)
         dot = sum((vb[:, k] @ l[:, k].T) * w[None, :, k] for k in range(3))  # (B, F)
         v_sq = vb.pow(2).sum(-1) @ w.T  # (B, F) squared norm of the image over each fact's slots
         if metric == "dot":
@@ -135,8 +139,8 @@ def implied_hits(scores: torch.Tensor, truth: torch.Tensor, ks=(1, 5, 10), block
         raise ValueError(f"scores {tuple(scores.shape)} and truth {tuple(truth.shape)} must match")
     out = {k: [] for k in ks}
     for i in range(0, len(scores), block):
-        order = torch.sort(-scores[i:i + block].double(), dim=1, stable=True).indices
-        t = truth[i:i + block].gather(1, order)  # (B, F) true at rank r?
+        order = torch.sort(-scores[i : i + block].double(), dim=1, stable=True).indices
+        t = truth[i : i + block].gather(1, order)  # (B, F) true at rank r?
         n = t.sum(1, keepdim=True)  # (B, 1)
         rank = torch.arange(1, t.shape[1] + 1)[None]
         above = t.cumsum(1) - t.long()  # true facts ranked above each position

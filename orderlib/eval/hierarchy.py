@@ -7,6 +7,7 @@ candidate set, and stop after the first whole ring that brings the kept set to a
 images; hp@1 = hit@1. The kept set may exceed k (a whole ring is kept), so precision 1 is
 reachable. If the whole connected graph holds fewer than k candidates, the set is all of them.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -48,8 +49,9 @@ def hit_at_k(ranked: np.ndarray, true: np.ndarray, ks=(1, 2, 5, 10)) -> dict[str
     return {f"hit@{k}": 100.0 * float((ranked[:, :k] == true[:, None]).any(1).mean()) for k in ks}
 
 
-def hierarchical_precision(ranked: np.ndarray, true: np.ndarray, candidates, adj: list[list[int]],
-                           ks=(2, 5, 10, 20)) -> dict[str, float]:
+def hierarchical_precision(
+    ranked: np.ndarray, true: np.ndarray, candidates, adj: list[list[int]], ks=(2, 5, 10, 20)
+) -> dict[str, float]:
     """Mean |top-k ∩ ring_set(true, candidates, k)| / k per k (a fraction, as the paper prints it)."""
     cand = set(int(c) for c in candidates)
     out = {}

@@ -18,10 +18,11 @@ four rules (`TIES`):
 Without ties all four agree. NaN penalties rank last (a diverged model scores no better than
 chance); `evaluate_retrieval` refuses non-finite embeddings outright.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -71,27 +72,29 @@ class TargetRanks:
     targets_tied: torch.Tensor
 
     @classmethod
-    def exact(cls, ranks: torch.Tensor) -> "TargetRanks":
+    def exact(cls, ranks: torch.Tensor) -> TargetRanks:
         """Counts for ranks known without ties (1-based)."""
         ranks = torch.as_tensor(ranks, dtype=torch.long)
         zero = torch.zeros_like(ranks)
         return cls(ranks - 1, zero, zero, torch.ones_like(ranks))
 
     @classmethod
-    def cat(cls, parts: list["TargetRanks"]) -> "TargetRanks":
+    def cat(cls, parts: list[TargetRanks]) -> TargetRanks:
         if not parts:
             return cls.exact(torch.zeros(0, dtype=torch.long))
-        return cls(*(torch.cat([getattr(p, f) for p in parts]) for f in
-                     ("ahead", "tied", "tied_before", "targets_tied")))
+        return cls(
+            *(torch.cat([getattr(p, f) for p in parts]) for f in ("ahead", "tied", "tied_before", "targets_tied"))
+        )
 
     def __len__(self) -> int:
         return self.ahead.shape[0]
 
     def __eq__(self, other) -> bool:
         return isinstance(other, TargetRanks) and all(
-            torch.equal(getattr(self, f), getattr(other, f)) for f in ("ahead", "tied", "tied_before", "targets_tied"))
+            torch.equal(getattr(self, f), getattr(other, f)) for f in ("ahead", "tied", "tied_before", "targets_tied")
+        )
 
-    def __getitem__(self, idx) -> "TargetRanks":
+    def __getitem__(self, idx) -> TargetRanks:
         return TargetRanks(self.ahead[idx], self.tied[idx], self.tied_before[idx], self.targets_tied[idx])
 
     def ranks(self, ties: str = "pessimistic") -> torch.Tensor:
@@ -100,8 +103,7 @@ class TargetRanks:
         if ties == "expected":  # first of t targets among t + u shuffled: mean position (t+u+1)/(t+1)
             t, u = self.targets_tied.double(), self.tied.double()
             return self.ahead.double() + (t + u + 1) / (t + 1)
-        extra = {"pessimistic": self.tied, "optimistic": torch.zeros_like(self.tied),
-                 "index": self.tied_before}[ties]
+        extra = {"pessimistic": self.tied, "optimistic": torch.zeros_like(self.tied), "index": self.tied_before}[ties]
         return 1 + self.ahead + extra
 
     def prob_within(self, k: int, ties: str = PRIMARY_TIES) -> torch.Tensor:
@@ -113,14 +115,20 @@ class TargetRanks:
         m = (k - self.ahead).double()  # slots of the tied group inside the top k
         # P(the first m of the shuffled group are all non-targets) = C(u, m) / C(t + u, m)
         ms = m.clamp(0).minimum(u)
-        log_miss = (torch.lgamma(u + 1) - torch.lgamma(u - ms + 1)
-                    - torch.lgamma(t + u + 1) + torch.lgamma(t + u - ms + 1))
+        log_miss = (
+            torch.lgamma(u + 1) - torch.lgamma(u - ms + 1) - torch.lgamma(t + u + 1) + torch.lgamma(t + u - ms + 1)
+        )
         p = 1.0 - log_miss.exp()
         return torch.where(m <= 0, torch.zeros_like(p), torch.where(m > u, torch.ones_like(p), p))
 
 
-def ranks_of_targets(penalty: Callable[[torch.Tensor], torch.Tensor], n_queries: int,
-                     n_candidates: int, targets: torch.Tensor, block: int | None = None) -> TargetRanks:
+def ranks_of_targets(
+    penalty: Callable[[torch.Tensor], torch.Tensor],
+    n_queries: int,
+    n_candidates: int,
+    targets: torch.Tensor,
+    block: int | None = None,
+) -> TargetRanks:
     """Return the counts that rank each query's best ground-truth candidate (see TargetRanks).
 
     penalty(rows) gives the (len(rows), n_candidates) penalties of those query rows; targets is
@@ -143,17 +151,25 @@ def ranks_of_targets(penalty: Callable[[torch.Tensor], torch.Tensor], n_queries:
         tie = p == best  # (b, n_candidates)
         col = torch.arange(n_candidates, device=p.device)
         n_at_best = at_best.sum(1)
-        parts.append(TargetRanks(
-            ahead=(p < best).sum(1).cpu(),
-            tied=(tie.sum(1) - n_at_best).cpu(),
-            tied_before=(tie & (col < first)).sum(1).cpu(),  # no target at best lies before `first`
-            targets_tied=n_at_best.cpu()))
+        parts.append(
+            TargetRanks(
+                ahead=(p < best).sum(1).cpu(),
+                tied=(tie.sum(1) - n_at_best).cpu(),
+                tied_before=(tie & (col < first)).sum(1).cpu(),  # no target at best lies before `first`
+                targets_tied=n_at_best.cpu(),
+            )
+        )
         del p, tie
     return TargetRanks.cat(parts)
 
 
-def retrieval_ranks(images: torch.Tensor, captions: torch.Tensor, penalty: str | PenaltyMatrix = "order",
-                    captions_per_image: int = 5, block: int | None = None) -> tuple[TargetRanks, TargetRanks]:
+def retrieval_ranks(
+    images: torch.Tensor,
+    captions: torch.Tensor,
+    penalty: str | PenaltyMatrix = "order",
+    captions_per_image: int = 5,
+    block: int | None = None,
+) -> tuple[TargetRanks, TargetRanks]:
     """Return (caption-retrieval ranks (N,), image-retrieval ranks (5N,)) for images (N, D) and
     captions (5N, D): an image query finds any of its captions; a caption query its image."""
     fn = PENALTY_MATRICES[penalty] if isinstance(penalty, str) else penalty
@@ -180,8 +196,9 @@ def _order_statistic(ranks: TargetRanks, j: int, ties: str) -> int:
     return lo
 
 
-def rank_metrics(ranks: TargetRanks | torch.Tensor, ks: tuple[int, ...] = (1, 5, 10),
-                 ties: str = PRIMARY_TIES) -> dict[str, float]:
+def rank_metrics(
+    ranks: TargetRanks | torch.Tensor, ks: tuple[int, ...] = (1, 5, 10), ties: str = PRIMARY_TIES
+) -> dict[str, float]:
     """Return R@K (%) for each K, median and mean rank (1-based) under the tie rule `ties`.
 
     A plain tensor is taken as exact ranks. The median is the linearly interpolated middle of
@@ -208,13 +225,22 @@ def check_finite(name: str, **tensors: torch.Tensor) -> None:
     bad = {k: c for k, c in bad.items() if c}
     if bad:
         what = ", ".join(f"{c} of {tensors[k].shape[0]} {k}" for k, c in bad.items())
-        raise NonFiniteEmbeddings(f"{name or 'retrieval'}: {what} hold NaN or inf; the model has "
-                                  "diverged (lower the learning rate or the gradient clip, or check the inputs)")
+        raise NonFiniteEmbeddings(
+            f"{name or 'retrieval'}: {what} hold NaN or inf; the model has "
+            "diverged (lower the learning rate or the gradient clip, or check the inputs)"
+        )
 
 
-def evaluate_retrieval(images: torch.Tensor, captions: torch.Tensor, penalty: str | PenaltyMatrix = "order",
-                       captions_per_image: int = 5, folds: int = 1, block: int | None = None,
-                       ties: str | tuple[str, ...] = PRIMARY_TIES, name: str = "") -> dict:
+def evaluate_retrieval(
+    images: torch.Tensor,
+    captions: torch.Tensor,
+    penalty: str | PenaltyMatrix = "order",
+    captions_per_image: int = 5,
+    folds: int = 1,
+    block: int | None = None,
+    ties: str | tuple[str, ...] = PRIMARY_TIES,
+    name: str = "",
+) -> dict:
     """Return {"caption retrieval": metrics, "image retrieval": metrics, "rsum": float}, averaged
     over `folds` equal splits of the images (folds=5 on the 5k test gives the "1k" numbers).
 
@@ -230,22 +256,24 @@ def evaluate_retrieval(images: torch.Tensor, captions: torch.Tensor, penalty: st
     per = n // folds
     counted = []
     for f in range(folds):
-        im = images[f * per:(f + 1) * per]
-        cap = captions[f * per * k:(f + 1) * per * k]
+        im = images[f * per : (f + 1) * per]
+        cap = captions[f * per * k : (f + 1) * per * k]
         counted.append(retrieval_ranks(im, cap, penalty, k, block))
     out = {}
     for rule in rules:
         results = [(rank_metrics(i2t, ties=rule), rank_metrics(t2i, ties=rule)) for i2t, t2i in counted]
-        avg = {side: {m: sum(r[j][m] for r in results) / folds for m in results[0][j]}
-               for j, side in enumerate(("caption retrieval", "image retrieval"))}
-        avg["rsum"] = sum(v for d in (avg["caption retrieval"], avg["image retrieval"])
-                          for m, v in d.items() if m.startswith("R@"))
+        avg = {
+            side: {m: sum(r[j][m] for r in results) / folds for m in results[0][j]}
+            for j, side in enumerate(("caption retrieval", "image retrieval"))
+        }
+        avg["rsum"] = sum(
+            v for d in (avg["caption retrieval"], avg["image retrieval"]) for m, v in d.items() if m.startswith("R@")
+        )
         out[rule] = avg
     return out[rules[0]] if isinstance(ties, str) else out
 
 
-def topk_hits(penalties: torch.Tensor, relevant: torch.Tensor, k: int,
-              ties: str = PRIMARY_TIES) -> torch.Tensor:
+def topk_hits(penalties: torch.Tensor, relevant: torch.Tensor, k: int, ties: str = PRIMARY_TIES) -> torch.Tensor:
     """Return how many relevant candidates each query has among its k lowest penalties, (b,)
     float64, under the tie rule `ties` (at the k-th place several candidates may tie).
 
@@ -253,8 +281,10 @@ def topk_hits(penalties: torch.Tensor, relevant: torch.Tensor, k: int,
     """
     _check_ties(ties)
     if penalties.shape != relevant.shape or not 1 <= k <= penalties.shape[1]:
-        raise ValueError(f"penalties {tuple(penalties.shape)} and relevant {tuple(relevant.shape)} "
-                         f"must match, with 1 <= k <= {penalties.shape[-1]}")
+        raise ValueError(
+            f"penalties {tuple(penalties.shape)} and relevant {tuple(relevant.shape)} "
+            f"must match, with 1 <= k <= {penalties.shape[-1]}"
+        )
     p = torch.where(penalties.isnan(), torch.full_like(penalties, float("inf")), penalties)
     kth = p.kthvalue(k, dim=1, keepdim=True).values  # (b, 1)
     better, tie = p < kth, p == kth  # (b, M)

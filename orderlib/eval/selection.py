@@ -1,9 +1,15 @@
 """Checkpoint selection rules, applied after the fact to a run's evaluation records."""
+
 from __future__ import annotations
 
 
-def choose_checkpoint(records: list[dict], by: str = "dev", epoch_ends_only: bool = False,
-                      patience: int | None = None, epochs: int | None = None) -> dict:
+def choose_checkpoint(
+    records: list[dict],
+    by: str = "dev",
+    epoch_ends_only: bool = False,
+    patience: int | None = None,
+    epochs: int | None = None,
+) -> dict:
     """Return the record a selection rule keeps from `records` (dicts with `epoch`, `epoch_end`
     and the score `by`, in training order): the first with the highest `by`.
 

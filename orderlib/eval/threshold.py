@@ -1,4 +1,5 @@
 """Threshold classification of energies (Sec. 3.3 of Vendrov et al.): positive iff E <= tau."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -6,6 +6,7 @@ zero-shot label sets of hundreds to ~10k real WordNet noun synsets, skip-gram on
 glosses). Label vectors exist for all 82,115 WordNet 3.0 noun synsets, so any of them can be a
 candidate label.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,25 +25,48 @@ from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.data.hypernymy import make_splits
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, ItemCNN, to_input, train_item_cnn
-from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, lemma_vectors, load_word_vectors,
-                                        train_skipgram, wordnet_corpus)
+from orderlib.encoders.skipgram import (
+    SkipGramConfig,
+    definition_vectors,
+    lemma_vectors,
+    load_word_vectors,
+    train_skipgram,
+    wordnet_corpus,
+)
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours, ring_set
-from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
-from orderlib.training.hypernymy import TRAINER_CODE as HYPERNYMY_CODE, HypernymyConfig, train_concept_model
 from orderlib.params import device, existing, matmul, one_of
 from orderlib.reports import git_commit, model_record
+from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
+from orderlib.training.hypernymy import TRAINER_CODE as HYPERNYMY_CODE
+from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 
 # Table 1 of Frome et al. (ILSVRC 2012 1K; hit@k in %, hp@k as fractions); 500-D rows for DeViSE and
 # random embeddings (the paper also lists 1000-D).
 PAPER_TABLE1 = {
-    "softmax baseline": dict(zip(["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
-                                 [55.6, 67.4, 78.5, 85.0, 0.452, 0.342, 0.313, 0.319])),
-    "devise": dict(zip(["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
-                       [53.2, 65.2, 76.7, 83.3, 0.447, 0.352, 0.331, 0.341])),
-    "random embeddings": dict(zip(["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
-                                  [52.4, 63.9, 74.8, 80.6, 0.428, 0.315, 0.271, 0.248])),
-    "chance": dict(zip(["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
-                       [0.1, 0.2, 0.5, 1.0, 0.007, 0.013, 0.022, 0.042])),
+    "softmax baseline": dict(
+        zip(
+            ["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
+            [55.6, 67.4, 78.5, 85.0, 0.452, 0.342, 0.313, 0.319],
+        )
+    ),
+    "devise": dict(
+        zip(
+            ["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
+            [53.2, 65.2, 76.7, 83.3, 0.447, 0.352, 0.331, 0.341],
+        )
+    ),
+    "random embeddings": dict(
+        zip(
+            ["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
+            [52.4, 63.9, 74.8, 80.6, 0.428, 0.315, 0.271, 0.248],
+        )
+    ),
+    "chance": dict(
+        zip(
+            ["hit@1", "hit@2", "hit@5", "hit@10", "hp@2", "hp@5", "hp@10", "hp@20"],
+            [0.1, 0.2, 0.5, 1.0, 0.007, 0.013, 0.022, 0.042],
+        )
+    ),
 }
 # Tables 2-3 (zero-shot, 500-D): our candidate set -> the paper's data set of the same construction.
 _HIT = ["hit@1", "hit@2", "hit@5", "hit@10", "hit@20"]
@@ -78,13 +102,30 @@ PAPER_ZEROSHOT = _paper_zero_shot()
 
 UNSEEN = (4, 5, 6)  # Coat, Sandal, Shirt: each has relatives among the 7 seen classes
 PRESETS = {
-    "full": dict(seed=0, cnn=dict(epochs=8), skipgram=dict(dim=300, epochs=5), label_dim=300,
-                 devise=dict(epochs=10, finetune_epochs=2), order=dict(dim=50, epochs=10, patience=10),
-                 unseen=UNSEEN, hop_sets=(2, 3), top="artifact.n.01", items=50000),
-    "small": dict(seed=0, cnn=dict(epochs=1), skipgram=dict(dim=50, epochs=1), label_dim=50,
-                  devise=dict(epochs=2, finetune_epochs=1), order=dict(dim=50, epochs=1, patience=1,
-                                                                        train_fraction=0.2),
-                  unseen=UNSEEN, hop_sets=(2, 3), top="artifact.n.01", items=10000),
+    "full": dict(
+        seed=0,
+        cnn=dict(epochs=8),
+        skipgram=dict(dim=300, epochs=5),
+        label_dim=300,
+        devise=dict(epochs=10, finetune_epochs=2),
+        order=dict(dim=50, epochs=10, patience=10),
+        unseen=UNSEEN,
+        hop_sets=(2, 3),
+        top="artifact.n.01",
+        items=50000,
+    ),
+    "small": dict(
+        seed=0,
+        cnn=dict(epochs=1),
+        skipgram=dict(dim=50, epochs=1),
+        label_dim=50,
+        devise=dict(epochs=2, finetune_epochs=1),
+        order=dict(dim=50, epochs=1, patience=1, train_fraction=0.2),
+        unseen=UNSEEN,
+        hop_sets=(2, 3),
+        top="artifact.n.01",
+        items=10000,
+    ),
 }
 
 # Notebook parameters and their valid values (orderlib.params.validate).
@@ -121,8 +162,13 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
         wv = train_skipgram(corpus, SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"]))
         counts = Counter(w for sentence in corpus for w in sentence)
         vec = definition_vectors(wv, [wn.synset(n) for n in graph.names], counts)
-        return {"vectors": vec, "corpus_tokens": sum(map(len, corpus)), "vocabulary": len(wv.words),
-                "seconds": time.perf_counter() - t0, "trained_at": git_commit()}
+        return {
+            "vectors": vec,
+            "corpus_tokens": sum(map(len, corpus)),
+            "vocabulary": len(wv.words),
+            "seconds": time.perf_counter() - t0,
+            "trained_at": git_commit(),
+        }
 
     def from_file():
         wv = load_word_vectors(cfg["word_vectors"])
@@ -136,8 +182,10 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
         sg_key = f"{graph.fingerprint}|{path.resolve()}|{stat and (stat.st_size, stat.st_mtime_ns)}|{code_version(lemma_vectors.__module__)}"
         sg = cached(Path(workdir) / "file_labels.pt", sg_key, from_file)
     else:
-        sg_key = (f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|sif|"
-                  f"{code_version(train_skipgram.__module__, definition_vectors.__module__)}")
+        sg_key = (
+            f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|sif|"
+            f"{code_version(train_skipgram.__module__, definition_vectors.__module__)}"
+        )
         sg = cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
     rng = np.random.default_rng(cfg["seed"])
     rand = rng.standard_normal((len(graph.names), sg["vectors"].shape[1])).astype(np.float32)
@@ -148,20 +196,31 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
         data = make_splits(graph.parents, "clean", n_test=1000, n_dev=1000, seed=cfg["seed"])
         hc = HypernymyConfig(model="order-embeddings", seed=cfg["seed"], **cfg["order"])
         r = train_concept_model(data, hc, device, Path(workdir) / "order_labels_train.pt", progress)
-        return {"vectors": r.model.emb.weight.detach().cpu().numpy(), "test_accuracy": r.test_accuracy,
-                "seconds": r.seconds, "trained_at": git_commit()}
+        return {
+            "vectors": r.model.emb.weight.detach().cpu().numpy(),
+            "test_accuracy": r.test_accuracy,
+            "seconds": r.seconds,
+            "trained_at": git_commit(),
+        }
 
-    order = cached(Path(workdir) / "order_labels.pt",
-                    f"{graph.fingerprint}|{sorted(cfg['order'].items())}|{cfg['seed']}|{code_version(*HYPERNYMY_CODE)}",
-                    build_order)
-    notes = {"text vectors": sg.get("file", "skip-gram on WordNet 3.0 glosses and examples"),
-             "skip-gram corpus tokens": sg["corpus_tokens"], "vocabulary": sg["vocabulary"],
-             "order-embedding WordNet test accuracy (%)": order["test_accuracy"]}
+    order = cached(
+        Path(workdir) / "order_labels.pt",
+        f"{graph.fingerprint}|{sorted(cfg['order'].items())}|{cfg['seed']}|{code_version(*HYPERNYMY_CODE)}",
+        build_order,
+    )
+    notes = {
+        "text vectors": sg.get("file", "skip-gram on WordNet 3.0 glosses and examples"),
+        "skip-gram corpus tokens": sg["corpus_tokens"],
+        "vocabulary": sg["vocabulary"],
+        "order-embedding WordNet test accuracy (%)": order["test_accuracy"],
+    }
     classes = np.array([index[s] for s in SYNSETS])
     trained = {"skip-gram label vectors": ("skipgram", sg)} if not cfg.get("word_vectors") else {}
     trained["order-embedding label vectors"] = ("order", order)
-    provenance = {name: model_record(v.get("seconds"), v.get("trained_at"), key not in built)
-                  for name, (key, v) in trained.items()}  # caches from before these were kept: unknown
+    provenance = {
+        name: model_record(v.get("seconds"), v.get("trained_at"), key not in built)
+        for name, (key, v) in trained.items()
+    }  # caches from before these were kept: unknown
     return LabelSpaces(graph, sg["vectors"], rand, order["vectors"], classes, notes, provenance)
 
 
@@ -170,17 +229,34 @@ def train_cnn(cfg: dict, classes, workdir: Path, device="cpu", progress: bool = 
     train = load_fashion_mnist("train")
     k = cfg["items"]
     name = "cnn_all.pt" if len(classes) == len(CLASSES) else "cnn_seen.pt"
-    return train_item_cnn(train.images[:k], train.labels[:k], train.images[50000:], train.labels[50000:],
-                          CNNConfig(**cfg["cnn"], seed=cfg["seed"], classes=tuple(classes)), device,
-                          Path(workdir) / name, progress)
+    return train_item_cnn(
+        train.images[:k],
+        train.labels[:k],
+        train.images[50000:],
+        train.labels[50000:],
+        CNNConfig(**cfg["cnn"], seed=cfg["seed"], classes=tuple(classes)),
+        device,
+        Path(workdir) / name,
+        progress,
+    )
 
 
-METHOD_SPACES = {"devise": ("skipgram", "dot"), "random embeddings": ("random", "dot"),
-                 "devise (order-embedding labels)": ("order", "order")}
+METHOD_SPACES = {
+    "devise": ("skipgram", "dot"),
+    "random embeddings": ("random", "dot"),
+    "devise (order-embedding labels)": ("order", "order"),
+}
 
 
-def train_models(cfg: dict, spaces: LabelSpaces, seen, workdir: Path, device="cpu", progress: bool = True,
-                 methods=tuple(METHOD_SPACES)) -> dict:
+def train_models(
+    cfg: dict,
+    spaces: LabelSpaces,
+    seen,
+    workdir: Path,
+    device="cpu",
+    progress: bool = True,
+    methods=tuple(METHOD_SPACES),
+) -> dict:
     """The CNN (softmax baseline) and one DeViSE model per label space, trained on `seen` classes."""
     cnn, cnn_history = train_cnn(cfg, seen, workdir, device, progress)
     train = load_fashion_mnist("train")
@@ -199,9 +275,18 @@ def train_models(cfg: dict, spaces: LabelSpaces, seen, workdir: Path, device="cp
     for method in methods:
         space, score = METHOD_SPACES[method]
         vectors = getattr(spaces, space)[spaces.classes[list(seen)]]
-        model, hist = train_devise(cnn, x, y, hx, hy, torch.as_tensor(vectors),
-                                   DeViSEConfig(score=score, seed=cfg["seed"], **cfg["devise"]), device,
-                                   Path(workdir) / f"devise_{tag}_{space}", progress)
+        model, hist = train_devise(
+            cnn,
+            x,
+            y,
+            hx,
+            hy,
+            torch.as_tensor(vectors),
+            DeViSEConfig(score=score, seed=cfg["seed"], **cfg["devise"]),
+            device,
+            Path(workdir) / f"devise_{tag}_{space}",
+            progress,
+        )
         models[method], histories[method] = model, hist
     return {"models": models, "histories": histories, "seen": list(seen)}
 
@@ -209,7 +294,7 @@ def train_models(cfg: dict, spaces: LabelSpaces, seen, workdir: Path, device="cp
 def _softmax_ranking(cnn: ItemCNN, images, seen_graph_idx: np.ndarray, k: int) -> np.ndarray:
     with torch.no_grad():
         device = next(cnn.parameters()).device
-        logits = torch.cat([cnn(to_input(images[i:i + 1024], device)).cpu() for i in range(0, len(images), 1024)])
+        logits = torch.cat([cnn(to_input(images[i : i + 1024], device)).cpu() for i in range(0, len(images), 1024)])
     order = torch.sort(logits, dim=1, descending=True, stable=True).indices[:, :k].numpy()
     return seen_graph_idx[order]  # (N, min(k, seen)) graph indices
 
@@ -225,8 +310,15 @@ def ranking(trained: dict, method: str, spaces: LabelSpaces, images, candidates:
     return candidates[rank_labels(model, embed_images(model, images), vec, min(k, len(candidates)))]
 
 
-def evaluate(trained: dict, spaces: LabelSpaces, images, labels, candidates: np.ndarray,
-             hit_ks=(1, 2, 5, 10), hp_ks=(2, 5, 10, 20)) -> dict[str, dict]:
+def evaluate(
+    trained: dict,
+    spaces: LabelSpaces,
+    images,
+    labels,
+    candidates: np.ndarray,
+    hit_ks=(1, 2, 5, 10),
+    hp_ks=(2, 5, 10, 20),
+) -> dict[str, dict]:
     """Metrics per method over one candidate label set (graph indices); labels are class indices.
     The softmax baseline's ring sets are built over the candidates plus its own labels, so that
     nearby predictions earn credit."""
@@ -250,7 +342,7 @@ def label_name(spaces: LabelSpaces, i: int) -> str:
 def nearest_synsets(spaces: LabelSpaces, cls: int, n: int = 5) -> list[str]:
     """The n noun synsets whose skip-gram label vectors are nearest (cosine) to class cls's."""
     sims = spaces.skipgram @ spaces.skipgram[spaces.classes[cls]]
-    return [label_name(spaces, int(i)) for i in np.argsort(-sims)[1:n + 1]]
+    return [label_name(spaces, int(i)) for i in np.argsort(-sims)[1 : n + 1]]
 
 
 _ADJ: dict[str, list] = {}
@@ -301,16 +393,25 @@ def zero_shot_sets(cfg: dict, spaces: LabelSpaces) -> dict[str, np.ndarray]:
 
 
 def long_rows(method_prefix: str, metrics: dict, paper: dict, extra: dict) -> list[dict]:
-    return [dict(method=method_prefix, metric=m, paper=paper.get((method_prefix, m)), ours=v, **extra)
-            for m, v in metrics.items()]
+    return [
+        dict(method=method_prefix, metric=m, paper=paper.get((method_prefix, m)), ours=v, **extra)
+        for m, v in metrics.items()
+    ]
 
 
 def table1(results: dict, n_labels: int) -> pd.DataFrame:
     rows = []
     for method, metrics in results.items():
         for m, v in metrics.items():
-            rows.append(dict(method=method, metric=m, paper=PAPER_TABLE1.get(method, {}).get(m), ours=v,
-                             candidate_labels=n_labels))
+            rows.append(
+                dict(
+                    method=method,
+                    metric=m,
+                    paper=PAPER_TABLE1.get(method, {}).get(m),
+                    ours=v,
+                    candidate_labels=n_labels,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -335,8 +436,11 @@ def zero_shot_table(trained: dict, spaces: LabelSpaces, images, labels, sets: di
         zero = evaluate(trained, spaces, images, labels, cand, hit_ks, hp_ks)
         with_seen = evaluate(trained, spaces, images, labels, plus, hit_ks, hp_ks)
         for method, metrics in zero.items():
-            short = {"devise": "devise", "random embeddings": "random embeddings",
-                     "devise (order-embedding labels)": "devise, order-embedding labels"}.get(method, method)
+            short = {
+                "devise": "devise",
+                "random embeddings": "random embeddings",
+                "devise (order-embedding labels)": "devise, order-embedding labels",
+            }.get(method, method)
             if method == "softmax baseline":
                 label, n = f"softmax baseline ({plus_name})", len(plus)
             else:
@@ -347,13 +451,15 @@ def zero_shot_table(trained: dict, spaces: LabelSpaces, images, labels, sets: di
                 continue
             short = {"devise (order-embedding labels)": "devise, order-embedding labels"}.get(method, method)
             label = f"{short}+seen ({plus_name})"
-            rows += long_rows(label, {**metrics, "candidate labels": len(plus)}, PAPER_ZEROSHOT,
-                              {"candidate_set": plus_name})
+            rows += long_rows(
+                label, {**metrics, "candidate labels": len(plus)}, PAPER_ZEROSHOT, {"candidate_set": plus_name}
+            )
     return pd.DataFrame(rows)
 
 
-def error_profile(trained: dict, spaces: LabelSpaces, images, labels, candidates: np.ndarray,
-                  methods=("devise", "softmax baseline")) -> pd.DataFrame:
+def error_profile(
+    trained: dict, spaces: LabelSpaces, images, labels, candidates: np.ndarray, methods=("devise", "softmax baseline")
+) -> pd.DataFrame:
     """For each true class and method: the most frequent top-1 labels, and how far (WordNet hops,
     hypernym and hyponym edges) the top-1 label lies from the true one, against the mean distance
     of all candidates (a random guess)."""
@@ -367,11 +473,17 @@ def error_profile(trained: dict, spaces: LabelSpaces, images, labels, candidates
             top = ranking(trained, method, spaces, images[labels == c], candidates, 1)[:, 0]
             names, counts = np.unique(top, return_counts=True)
             common = sorted(zip(counts, names), reverse=True)[:3]
-            rows.append({"class": CLASSES[c], "method": method,
-                         "top-1 labels (% of images)": ", ".join(f"{label_name(spaces, int(n))} ({100 * k / len(top):.0f})"
-                                                                  for k, n in common),
-                         "hops top-1 -> truth": float(np.mean([dist.get(int(x), 31) for x in top])),
-                         "hops, random guess": guess})
+            rows.append(
+                {
+                    "class": CLASSES[c],
+                    "method": method,
+                    "top-1 labels (% of images)": ", ".join(
+                        f"{label_name(spaces, int(n))} ({100 * k / len(top):.0f})" for k, n in common
+                    ),
+                    "hops top-1 -> truth": float(np.mean([dist.get(int(x), 31) for x in top])),
+                    "hops, random guess": guess,
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -11,6 +11,7 @@ the biggest length difference (ties: earlier image, then earlier caption first).
 Mean ranks are reported under the primary tie rule (the expectation under random tie-breaking:
 repeated caption texts tie exactly) with the other rules beside them (orderlib.eval.retrieval).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,8 +40,7 @@ def length_different_pairs(lengths: torch.Tensor, k: int = 100) -> np.ndarray:
     diff = np.abs(L[first] - L[second])
     top = np.argsort(-diff, kind="stable")[:k]
     short_first = L[first[top]] <= L[second[top]]
-    return np.stack([np.where(short_first, first[top], second[top]),
-                     np.where(short_first, second[top], first[top])], 1)
+    return np.stack([np.where(short_first, first[top], second[top]), np.where(short_first, second[top], first[top])], 1)
 
 
 def image_ranks(model, ims: torch.Tensor, caps: torch.Tensor, caption_idx) -> TargetRanks:
@@ -85,7 +85,15 @@ def detail_metrics(model, split: CaptionedImages, k: int = 100) -> dict[str, dic
 
 def detail_table(models: dict, split: CaptionedImages, k: int = 100) -> pd.DataFrame:
     """Long table: method, metric, paper, ours (primary tie rule), the other tie rules."""
-    rows = [dict(method=method, metric=metric, paper=PAPER_SEC46.get((method, metric)), **tie_columns(v),
-                 target_images=len(split))
-            for method, model in models.items() for metric, v in detail_metrics(model, split, k).items()]
+    rows = [
+        dict(
+            method=method,
+            metric=metric,
+            paper=PAPER_SEC46.get((method, metric)),
+            **tie_columns(v),
+            target_images=len(split),
+        )
+        for method, model in models.items()
+        for metric, v in detail_metrics(model, split, k).items()
+    ]
     return pd.DataFrame(rows)

@@ -17,6 +17,7 @@ Penalties can tie exactly (an order violation of 0 is common), so precision@k an
 reported under every tie rule of orderlib.eval.retrieval, the primary one (the expectation under
 random tie-breaking) as `ours`.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -26,7 +27,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from orderlib.data.scenes import Lexicon, Scenes, caption_tokenize, noun_phrase, MASS_NOUNS
+from orderlib.data.scenes import MASS_NOUNS, Lexicon, Scenes, caption_tokenize, noun_phrase
 from orderlib.eval.retrieval import TIES, tie_columns, topk_hits
 from orderlib.training.retrieval import embed
 
@@ -79,8 +80,11 @@ def composition(model, vocab, split, scenes: Scenes, lex: Lexicon, k: int = 10) 
     a_cap = encode_captions(model, vocab, [class_caption(lex, a) for a, _ in pairs])
     b_cap = encode_captions(model, vocab, [class_caption(lex, b) for _, b in pairs])
     both = encode_captions(model, vocab, [f"{class_caption(lex, a)} and {class_caption(lex, b)}" for a, b in pairs])
-    queries = {"caption A max caption B": combine(model, a_cap, b_cap, "compose"),
-               "caption A alone": a_cap, "written caption 'A and B'": both}
+    queries = {
+        "caption A max caption B": combine(model, a_cap, b_cap, "compose"),
+        "caption A alone": a_cap,
+        "written caption 'A and B'": both,
+    }
     single_of = {c: single[labels[single].max(1) == c] for c in range(len(lex.ladders))}
     if all(len(v) for v in single_of.values()):  # an image of an A alone, for every class A
         a_img = ims[torch.as_tensor([single_of[a][0] for a, _ in pairs])]
@@ -96,7 +100,9 @@ def composition(model, vocab, split, scenes: Scenes, lex: Lexicon, k: int = 10) 
 
 
 @torch.no_grad()
-def abstraction(model, vocab, split, scenes: Scenes, lex: Lexicon, n_pairs: int = 300, seed: int = 0) -> tuple[dict, list]:
+def abstraction(
+    model, vocab, split, scenes: Scenes, lex: Lexicon, n_pairs: int = 300, seed: int = 0
+) -> tuple[dict, list]:
     """Share of image pairs (single items, different classes) whose min's top-1 synset caption is
     a common ancestor (and the lowest one); and the examples."""
     ims, _ = embed(model, split)
@@ -115,13 +121,17 @@ def abstraction(model, vocab, split, scenes: Scenes, lex: Lexicon, n_pairs: int 
     common = np.array([[s in lex.ancestors(a) & lex.ancestors(b) for s in synsets] for a, b in zip(la, lb)])
     lowest = np.array([[s == lex.lowest_common([a, b]) for s in synsets] for a, b in zip(la, lb)])
     top = pen.argmin(1).cpu().numpy()  # (pairs,), for the figure
-    examples = [dict(i=int(ia), j=int(ib), caption=concepts[t][1], common=bool(common[n, t]))
-                for n, (t, ia, ib) in enumerate(zip(top, i, j))]
+    examples = [
+        dict(i=int(ia), j=int(ib), caption=concepts[t][1], common=bool(common[n, t]))
+        for n, (t, ia, ib) in enumerate(zip(top, i, j))
+    ]
     single_pen = model.penalty_matrix(ims[torch.as_tensor(single)], caps)
     true_of = np.array([[s in lex.ancestors(c) for s in synsets] for c in cls])
-    return {"abstraction top-1: min of two images names a common ancestor (%)": _rates(pen, common, 1),
-            "abstraction top-1: min of two images names their lowest common ancestor (%)": _rates(pen, lowest, 1),
-            "top-1 synset caption of one image is true of it (%)": _rates(single_pen, true_of, 1)}, examples
+    return {
+        "abstraction top-1: min of two images names a common ancestor (%)": _rates(pen, common, 1),
+        "abstraction top-1: min of two images names their lowest common ancestor (%)": _rates(pen, lowest, 1),
+        "top-1 synset caption of one image is true of it (%)": _rates(single_pen, true_of, 1),
+    }, examples
 
 
 def regularities_table(models: dict, vocab, split, scenes: Scenes, lex: Lexicon) -> tuple[pd.DataFrame, dict]:

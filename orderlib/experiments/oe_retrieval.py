@@ -7,6 +7,7 @@ Data (`data` in a preset):
 - "precomp": a `*_precomp` folder (COCO or Flickr30k features + captions, the layout of the
   order-embedding and VSE++ releases) given as `data_dir`: the paper's own protocol.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,19 +20,25 @@ import pandas as pd
 import torch
 
 from orderlib.checkpoint import code_version, fingerprint, load_checkpoint, locked, save_checkpoint
-from orderlib.data.fashion_mnist import ensure_fashion_mnist, fingerprint as fmnist_fingerprint, load_fashion_mnist
+from orderlib.data.fashion_mnist import ensure_fashion_mnist, load_fashion_mnist
+from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.data.precomp import load_precomp
 from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, make_scenes
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
 from orderlib.eval.retrieval import TIE_COLUMNS, TIES, evaluate_retrieval, rank_metrics, retrieval_ranks, tie_columns
-from orderlib.params import (ParameterError, device, existing, matmul, one_of, positive_int, subset_of, validate,
-                             workers)
+from orderlib.params import ParameterError, device, existing, matmul, one_of, positive_int, subset_of, validate, workers
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
 from orderlib.reports import model_record
-from orderlib.training.retrieval import (CaptionedImages, RetrievalConfig, RetrievalData, embed, prepare,
-                                      train_retrieval_model)
+from orderlib.training.retrieval import (
+    CaptionedImages,
+    RetrievalConfig,
+    RetrievalData,
+    embed,
+    prepare,
+    train_retrieval_model,
+)
 from orderlib.training.workers import run_in_workers
 
 # Table 2 of Vendrov et al. (COCO, VGG-19 features): (method, metric) -> value. No R@5 is printed.
@@ -44,9 +51,11 @@ _PAPER_ROWS = {
     ("5k", "order-embeddings (symm.)"): (21.5, 62.9, 6.0, 24.4, 16.8, 56.3, 8.0, 40.4),
     ("5k", "order-embeddings"): (23.3, 65.0, 5.0, 24.4, 18.0, 57.6, 7.0, 35.9),
 }
-PAPER_TABLE2 = {(method, f"{size} {side} {m}"): v
-                for (size, method), values in _PAPER_ROWS.items()
-                for (side, m), v in zip([(s, m) for s in ("caption", "image") for m in _MEASURES], values)}
+PAPER_TABLE2 = {
+    (method, f"{size} {side} {m}"): v
+    for (size, method), values in _PAPER_ROWS.items()
+    for (side, m), v in zip([(s, m) for s in ("caption", "image") for m in _MEASURES], values)
+}
 
 # Rows: the paper's four models (Section 4.5), then beyond the paper on the same data: VSE++'s
 # max of hinges and an InfoNCE (CLIP-style) loss, each with the order and the cosine penalty.
@@ -64,16 +73,47 @@ EXTRA_ROWS = [r for r in ROWS if not r.startswith("order-embeddings")]
 
 _PAPER = dict(word_dim=300, dim=1024, batch=128, lr=1e-3, clip=2.0)  # Section 4.4
 PRESETS = {
-    "full": dict(_PAPER, epochs=15, patience=4, seed=0, data="scenes", n_train=10000, n_dev=1000, n_test=5000,
-                 cnn=dict(epochs=5), cnn_items=50000, rows=list(ROWS)),
-    "small": dict(_PAPER, word_dim=32, dim=64, epochs=3, patience=3, seed=0, data="scenes", n_train=1000,
-                  n_dev=500, n_test=1000, cnn=dict(epochs=1), cnn_items=10000, rows=list(ROWS)),
+    "full": dict(
+        _PAPER,
+        epochs=15,
+        patience=4,
+        seed=0,
+        data="scenes",
+        n_train=10000,
+        n_dev=1000,
+        n_test=5000,
+        cnn=dict(epochs=5),
+        cnn_items=50000,
+        rows=list(ROWS),
+    ),
+    "small": dict(
+        _PAPER,
+        word_dim=32,
+        dim=64,
+        epochs=3,
+        patience=3,
+        seed=0,
+        data="scenes",
+        n_train=1000,
+        n_dev=500,
+        n_test=1000,
+        cnn=dict(epochs=1),
+        cnn_items=10000,
+        rows=list(ROWS),
+    ),
 }
 
 
-PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DATA": one_of(["scenes", "precomp"]),
-              "DATA_DIR": existing("dir"), "DEVICE": device, "ROWS": subset_of(ROWS, allow_none=True),
-              "PAIRS": positive_int, "WORKERS": workers}  # of the three notebooks together
+PARAMETERS = {
+    "PRESET": one_of(PRESETS),
+    "MATMUL": matmul,
+    "DATA": one_of(["scenes", "precomp"]),
+    "DATA_DIR": existing("dir"),
+    "DEVICE": device,
+    "ROWS": subset_of(ROWS, allow_none=True),
+    "PAIRS": positive_int,
+    "WORKERS": workers,
+}  # of the three notebooks together
 
 
 def check_parameters(**params) -> dict:
@@ -83,11 +123,14 @@ def check_parameters(**params) -> dict:
     out = validate({name: PARAMETERS[name] for name in params if name in PARAMETERS}, **params)
     if out.get("DATA") == "precomp":
         if not out.get("DATA_DIR"):
-            raise ParameterError("DATA='precomp' needs DATA_DIR: a folder such as coco_precomp/ holding "
-                                 "{train,dev,test}_caps.txt and {train,dev,test}_ims.npy")
+            raise ParameterError(
+                "DATA='precomp' needs DATA_DIR: a folder such as coco_precomp/ holding "
+                "{train,dev,test}_caps.txt and {train,dev,test}_ims.npy"
+            )
         folder = Path(out["DATA_DIR"])
-        missing = [f for s in ("train", "dev", "test") for f in (f"{s}_caps.txt", f"{s}_ims.npy")
-                   if not (folder / f).is_file()]
+        missing = [
+            f for s in ("train", "dev", "test") for f in (f"{s}_caps.txt", f"{s}_ims.npy") if not (folder / f).is_file()
+        ]
         if missing:
             raise ParameterError(f"DATA_DIR={str(folder)!r} lacks {missing} (the *_precomp layout)")
     return out
@@ -120,15 +163,31 @@ def build_scene_data(cfg: dict, device, workdir: Path, progress: bool = True) ->
     lexicon = Lexicon.from_wordnet(open_wordnet("3.0"))
     fm = {s: load_fashion_mnist(s) for s in ("train", "test")}
     sizes = {"train": cfg["n_train"], "dev": cfg["n_dev"], "test": cfg["n_test"]}
-    scenes = {s: make_scenes(fm["test" if s == "test" else "train"], s, n, lexicon, cfg["seed"])
-              for s, n in sizes.items()}
+    scenes = {
+        s: make_scenes(fm["test" if s == "test" else "train"], s, n, lexicon, cfg["seed"]) for s, n in sizes.items()
+    }
     cnn_cfg = CNNConfig(**cfg["cnn"], seed=cfg["seed"])
     k = cfg["cnn_items"]  # CNN training items: the first k of train[0:50000], never a dev/test item
     train = fm["train"]
-    cnn, history = train_item_cnn(train.images[:k], train.labels[:k], train.images[50000:], train.labels[50000:],
-                                  cnn_cfg, device, Path(workdir) / "item_cnn.pt", progress)
-    key = _features_key(scenes, {**asdict(cnn_cfg), "items": k, "cnn": fingerprint(cnn.state_dict()),
-                                 "code": code_version("orderlib.encoders.cnn", "orderlib.data.scenes")})
+    cnn, history = train_item_cnn(
+        train.images[:k],
+        train.labels[:k],
+        train.images[50000:],
+        train.labels[50000:],
+        cnn_cfg,
+        device,
+        Path(workdir) / "item_cnn.pt",
+        progress,
+    )
+    key = _features_key(
+        scenes,
+        {
+            **asdict(cnn_cfg),
+            "items": k,
+            "cnn": fingerprint(cnn.state_dict()),
+            "code": code_version("orderlib.encoders.cnn", "orderlib.data.scenes"),
+        },
+    )
     cache = Path(workdir) / "scene_features.pt"
     with locked(cache):
         cached = load_checkpoint(cache)
@@ -140,21 +199,25 @@ def build_scene_data(cfg: dict, device, workdir: Path, progress: bool = True) ->
         else:
             feats = cached["features"]
     fp = hashlib.sha256((fmnist_fingerprint() + key).encode()).hexdigest()
-    return SceneData(scenes, feats, lexicon, cnn, history, fp,
-                     f"{VERSION} from Fashion-MNIST ({source}) and WordNet 3.0")
+    return SceneData(
+        scenes, feats, lexicon, cnn, history, fp, f"{VERSION} from Fashion-MNIST ({source}) and WordNet 3.0"
+    )
 
 
 def scene_retrieval_data(sd: SceneData, crop: str = "10crop") -> RetrievalData:
-    return prepare({s: (sd.features[crop][s], [caption_tokenize(c) for c in sc.captions])
-                    for s, sc in sd.scenes.items()})
+    return prepare(
+        {s: (sd.features[crop][s], [caption_tokenize(c) for c in sc.captions]) for s, sc in sd.scenes.items()}
+    )
 
 
 def precomp_retrieval_data(folder: Path, crop: str = "10crop", min_count: int = 4) -> RetrievalData:
     """The paper's data from a `*_precomp` folder; words seen fewer than 4 times in train are
     unknown, as VSE++."""
     splits = {s: load_precomp(folder, s, crop) for s in ("train", "dev", "test")}
-    return prepare({s: (torch.as_tensor(d.features), [caption_tokenize(c) for c in d.captions])
-                    for s, d in splits.items()}, min_count)
+    return prepare(
+        {s: (torch.as_tensor(d.features), [caption_tokenize(c) for c in d.captions]) for s, d in splits.items()},
+        min_count,
+    )
 
 
 def row_config(method: str, cfg: dict) -> RetrievalConfig:
@@ -179,8 +242,16 @@ class TrainedRows:
         return self._test[method]
 
 
-def train_rows(data: dict[str, RetrievalData], cfg: dict, device, workdir: Path, rows=None,
-               progress: bool = True, distributed: bool = False, workers: int = 1) -> TrainedRows:
+def train_rows(
+    data: dict[str, RetrievalData],
+    cfg: dict,
+    device,
+    workdir: Path,
+    rows=None,
+    progress: bool = True,
+    distributed: bool = False,
+    workers: int = 1,
+) -> TrainedRows:
     """Train (or load from finished checkpoints) every row in `rows` (default: the preset's); with
     `distributed`, on every rank of a torchrun process group (orderlib.tools.train_parallel); with
     `workers` > 1, the rows side by side in that many one-thread processes (training.workers)."""
@@ -192,13 +263,28 @@ def train_rows(data: dict[str, RetrievalData], cfg: dict, device, workdir: Path,
     rows = [m for m in rows if ROWS[m][1] in data]  # e.g. no 1-crop features in a precomp folder
     here = {}
     if workers > 1 and len(rows) > 1 and not distributed:
-        here = run_in_workers(_train_row_job, {m: dict(data={ROWS[m][1]: data[ROWS[m][1]]}, cfg=cfg, device=str(device),
-                                                       workdir=Path(workdir), method=m) for m in rows},
-                              workers, progress=progress, desc="Table 2 rows")
+        here = run_in_workers(
+            _train_row_job,
+            {
+                m: dict(
+                    data={ROWS[m][1]: data[ROWS[m][1]]}, cfg=cfg, device=str(device), workdir=Path(workdir), method=m
+                )
+                for m in rows
+            },
+            workers,
+            progress=progress,
+            desc="Table 2 rows",
+        )
     for method in rows:
-        out.results[method] = train_retrieval_model(data[ROWS[method][1]], row_config(method, cfg), device,
-                                                    Path(workdir) / f"{row_file(method)}.pt", progress, method,
-                                                    distributed)
+        out.results[method] = train_retrieval_model(
+            data[ROWS[method][1]],
+            row_config(method, cfg),
+            device,
+            Path(workdir) / f"{row_file(method)}.pt",
+            progress,
+            method,
+            distributed,
+        )
         if method in here:  # trained by a worker in this run: loaded here, not resumed
             out.results[method].resumed = here[method]["resumed"]
     return out
@@ -227,25 +313,36 @@ def test_sizes(n_test: int) -> dict[str, int]:
 def long_metrics(size: str, m: dict) -> dict[str, float]:
     """Flatten evaluate_retrieval output to {"1k caption R@1": ..., "1k rsum": ...}."""
     short = {"median rank": "med r", "mean rank": "mean r"}
-    out = {f"{size} {side.split()[0]} {short.get(k, k)}": v
-           for side in ("caption retrieval", "image retrieval") for k, v in m[side].items()}
+    out = {
+        f"{size} {side.split()[0]} {short.get(k, k)}": v
+        for side in ("caption retrieval", "image retrieval")
+        for k, v in m[side].items()
+    }
     out[f"{size} rsum"] = m["rsum"]
     return out
 
 
-TIES_NOTE = ("ours: exact expectation under uniformly random tie-breaking (repeated caption texts embed "
-             "identically); 'ties against' / 'ties for': every tie counted against / for the model, the two "
-             "exact bounds; 'ties by index': ties broken by candidate index, what the authors' evaluation.py "
-             "returns with a stable sort. Without ties all four agree.")
+TIES_NOTE = (
+    "ours: exact expectation under uniformly random tie-breaking (repeated caption texts embed "
+    "identically); 'ties against' / 'ties for': every tie counted against / for the model, the two "
+    "exact bounds; 'ties by index': ties broken by candidate index, what the authors' evaluation.py "
+    "returns with a stable sort. Without ties all four agree."
+)
 
 
 def long_rows(method: str, size: str, by_rule: dict) -> list[dict]:
     """Long rows for one model and test size from evaluate_retrieval(..., ties=TIES): `ours` under
     the primary rule, one column per other rule."""
     flat = {rule: long_metrics(size, m) for rule, m in by_rule.items()}  # rule -> metric -> value
-    return [dict(method=method, metric=metric, paper=PAPER_TABLE2.get((method, metric)),
-                 **tie_columns({rule: flat[rule][metric] for rule in TIES}))
-            for metric in flat[TIES[0]]]
+    return [
+        dict(
+            method=method,
+            metric=metric,
+            paper=PAPER_TABLE2.get((method, metric)),
+            **tie_columns({rule: flat[rule][metric] for rule in TIES}),
+        )
+        for metric in flat[TIES[0]]
+    ]
 
 
 def test_table(trained: TrainedRows, cfg: dict) -> pd.DataFrame:
@@ -255,10 +352,11 @@ def test_table(trained: TrainedRows, cfg: dict) -> pd.DataFrame:
     for method, r in trained.results.items():
         ims, caps = trained.test_embeddings(method)
         for size, folds in test_sizes(len(ims)).items():
-            m = evaluate_retrieval(ims, caps, r.model.penalty_matrix, 5, folds, ties=TIES,
-                                   name=f"{method}, test split")
-            rows += [dict(row, train_images=len(trained.data[ROWS[method][1]].train), best_epoch=r.best_epoch)
-                     for row in long_rows(method, size, m)]
+            m = evaluate_retrieval(ims, caps, r.model.penalty_matrix, 5, folds, ties=TIES, name=f"{method}, test split")
+            rows += [
+                dict(row, train_images=len(trained.data[ROWS[method][1]].train), best_epoch=r.best_epoch)
+                for row in long_rows(method, size, m)
+            ]
     return pd.DataFrame(rows)
 
 
@@ -266,9 +364,13 @@ def model_records(ex) -> dict[str, dict]:
     """Per trained model of a run (`run`'s result): the frozen item CNN where scenes were
     generated, then each row; reports.model_record each, for the .meta.json's `training` block."""
     out = {"item CNN (frozen features)": ex.scenes.cnn.provenance} if ex.scenes is not None else {}
-    return {**out, **{method: model_record(r.seconds, r.trained_at, r.resumed, best_epoch=r.best_epoch,
-                                           epochs_run=len(r.history))
-                      for method, r in ex.trained.results.items()}}
+    return {
+        **out,
+        **{
+            method: model_record(r.seconds, r.trained_at, r.resumed, best_epoch=r.best_epoch, epochs_run=len(r.history))
+            for method, r in ex.trained.results.items()
+        },
+    }
 
 
 def compare_rows(df: pd.DataFrame, a: str = "order-embeddings", b: str = "order-embeddings (symm.)") -> pd.DataFrame:
@@ -283,16 +385,21 @@ def compare_rows(df: pd.DataFrame, a: str = "order-embeddings", b: str = "order-
         lower = "med r" in metric or "mean r" in metric
         diff = {r: float(x.at[metric, r] - y.at[metric, r]) for r in rules}
         wins = {r: (d < 0) if lower else (d > 0) for r, d in diff.items()}
-        out.append({"metric": metric, **{f"{a} - {b} ({'primary' if r == 'ours' else r})": d for r, d in diff.items()},
-                    f"{a} better, every rule": all(wins.values()), "same verdict, every rule": len(set(wins.values())) == 1})
+        out.append(
+            {
+                "metric": metric,
+                **{f"{a} - {b} ({'primary' if r == 'ours' else r})": d for r, d in diff.items()},
+                f"{a} better, every rule": all(wins.values()),
+                "same verdict, every rule": len(set(wins.values())) == 1,
+            }
+        )
     return pd.DataFrame(out)
 
 
 def wide(df: pd.DataFrame, size: str = "1k") -> pd.DataFrame:
     """One row per method, one column per metric of one test size (for reading, not for reports)."""
     sub = df[df.metric.str.startswith(size + " ")]
-    return sub.pivot(index="method", columns="metric", values="ours").reindex(
-        [m for m in ROWS if m in set(sub.method)])
+    return sub.pivot(index="method", columns="metric", values="ours").reindex([m for m in ROWS if m in set(sub.method)])
 
 
 @dataclass
@@ -307,8 +414,9 @@ class Experiment:
     scenes: SceneData | None = None  # None on precomp data
 
 
-def run(cfg: dict, device, workdir: Path, data_dir: str | Path | None = None, rows=None,
-        progress: bool = True) -> Experiment:
+def run(
+    cfg: dict, device, workdir: Path, data_dir: str | Path | None = None, rows=None, progress: bool = True
+) -> Experiment:
     """Build the data of `cfg["data"]` ("scenes", or "precomp" from `data_dir`), then train or load
     the rows (default: the preset's)."""
     sd = None
@@ -345,9 +453,14 @@ def per_level(trained: TrainedRows, levels=None, methods=None) -> pd.DataFrame:
         _, t2i = retrieval_ranks(ims, caps, r.model.penalty_matrix)
         for j in range(5):
             m = rank_metrics(t2i[j::5])
-            rows.append({"method": method, "caption": levels[j] if levels else j,
-                         "words": float(split.lengths[j::5].double().mean()),
-                         **{k: m[k] for k in ("R@1", "R@10", "mean rank")}})
+            rows.append(
+                {
+                    "method": method,
+                    "caption": levels[j] if levels else j,
+                    "words": float(split.lengths[j::5].double().mean()),
+                    **{k: m[k] for k in ("R@1", "R@10", "mean rank")},
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -366,9 +479,15 @@ def asymmetry(trained: TrainedRows, methods=None) -> pd.DataFrame:
         im = ims.repeat_interleave(5, 0)
         e = order_violation(im, caps) if r.model.penalty == "order" else order_violation(caps, im)
         d = (im - caps).pow(2).sum(1).clamp_min(1e-12)
-        rows.append({"method": method, "penalty": r.model.penalty, "E / squared distance": float((e / d).mean()),
-                     "true pairs with E < 0.05 * squared distance (%)": 100 * float((e < 0.05 * d).double().mean()),
-                     "L1 norm: captions - images": float((caps.sum(1) - im.sum(1)).mean())})
+        rows.append(
+            {
+                "method": method,
+                "penalty": r.model.penalty,
+                "E / squared distance": float((e / d).mean()),
+                "true pairs with E < 0.05 * squared distance (%)": 100 * float((e < 0.05 * d).double().mean()),
+                "L1 norm: captions - images": float((caps.sum(1) - im.sum(1)).mean()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -382,11 +501,18 @@ def caption_duplicates(scenes: Scenes, levels=None, fold: int = 1000) -> pd.Data
     caps = np.array(scenes.captions, dtype=object).reshape(-1, 5)
     rows = []
     for j in range(5):
-        shared = np.concatenate([
-            (lambda texts: np.array([Counter(texts)[c] for c in texts]))(caps[f:f + fold, j])
-            for f in range(0, len(caps), fold)])
-        rows.append({"caption": levels[j] if levels else j,
-                     "% shared with another image": 100.0 * float((shared > 1).mean()),
-                     "images per text (mean)": float(shared.mean()),
-                     "oracle image R@1 (%)": 100.0 * float((1.0 / shared).mean())})
+        shared = np.concatenate(
+            [
+                (lambda texts: np.array([Counter(texts)[c] for c in texts]))(caps[f : f + fold, j])
+                for f in range(0, len(caps), fold)
+            ]
+        )
+        rows.append(
+            {
+                "caption": levels[j] if levels else j,
+                "% shared with another image": 100.0 * float((shared > 1).mean()),
+                "images per text (mean)": float(shared.mean()),
+                "oracle image R@1 (%)": 100.0 * float((1.0 / shared).mean()),
+            }
+        )
     return pd.DataFrame(rows)

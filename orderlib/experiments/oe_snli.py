@@ -8,6 +8,7 @@ Protocols (`data` in a preset):
 - "official": the paper's protocol with the official `snli_1.0` jsonl release: train on train,
   hold out dev, report on test.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,9 +19,9 @@ import pandas as pd
 
 from orderlib.data.entailment import LABELS, PairSet, holdout_split, load_pairs, load_split, tokenize
 from orderlib.eval.threshold import roc_points
-from orderlib.training.entailment import EntailmentConfig, energies, prepare, train_entailment_model
 from orderlib.params import device, existing, matmul, one_of, workers
 from orderlib.reports import model_record
+from orderlib.training.entailment import EntailmentConfig, energies, prepare, train_entailment_model
 from orderlib.training.workers import run_in_workers
 
 PAPER_TABLE3 = {  # SNLI test, 2-class accuracy (%), Table 3
@@ -31,20 +32,36 @@ PAPER_TABLE3 = {  # SNLI test, 2-class accuracy (%), Table 3
 }
 # Our "GRU features + MLP" row is in the spirit of skip-thoughts (features of two sentence vectors
 # fed to a classifier) but is not a reproduction of it: no skip-thought vectors are used.
-MODELS = ["order-embeddings", "order-embeddings (symmetric)", "GRU features + MLP",
-          "bag-of-words logistic regression"]
+MODELS = ["order-embeddings", "order-embeddings (symmetric)", "GRU features + MLP", "bag-of-words logistic regression"]
 
 _PAPER = dict(word_dim=300, dim=1024, batch=128, lr=1e-3, margin=0.2, clip=2.0)  # Section 5.3
 PRESETS = {
-    "full": dict(_PAPER, epochs=10, patience=3, holdout=0.1, train_limit=None, seed=0, data="embedded",
-                 datasets=["snli", "sick"]),
-    "small": dict(_PAPER, word_dim=32, dim=64, epochs=2, patience=2, holdout=0.1, train_limit=2000, seed=0,
-                  data="embedded", datasets=["snli", "sick"]),
+    "full": dict(
+        _PAPER, epochs=10, patience=3, holdout=0.1, train_limit=None, seed=0, data="embedded", datasets=["snli", "sick"]
+    ),
+    "small": dict(
+        _PAPER,
+        word_dim=32,
+        dim=64,
+        epochs=2,
+        patience=2,
+        holdout=0.1,
+        train_limit=2000,
+        seed=0,
+        data="embedded",
+        datasets=["snli", "sick"],
+    ),
 }
 
 # Notebook parameters and their valid values (orderlib.params.validate).
-PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DATA": one_of(["embedded", "official"]), "DATA_DIR": existing("dir"),
-              "DEVICE": device, "WORKERS": workers}
+PARAMETERS = {
+    "PRESET": one_of(PRESETS),
+    "MATMUL": matmul,
+    "DATA": one_of(["embedded", "official"]),
+    "DATA_DIR": existing("dir"),
+    "DEVICE": device,
+    "WORKERS": workers,
+}
 
 
 def splits(dataset: str, cfg: dict, directory=None) -> tuple[PairSet, PairSet, PairSet, str]:
@@ -60,15 +77,17 @@ def splits(dataset: str, cfg: dict, directory=None) -> tuple[PairSet, PairSet, P
         dev, test = load_pairs("snli", "dev", directory), load_pairs("snli", "test", directory)
         tr, ho = holdout_split(len(dev), cfg["holdout"], cfg["seed"])
         train, dev = dev.subset(tr), dev.subset(ho)
-        how = (f"SNLI dev minus a {cfg['holdout']:.0%} held-out part as training data (without the 550k-pair "
-               "train split), threshold/early stopping on the held-out part, report on SNLI test")
+        how = (
+            f"SNLI dev minus a {cfg['holdout']:.0%} held-out part as training data (without the 550k-pair "
+            "train split), threshold/early stopping on the held-out part, report on SNLI test"
+        )
     elif dataset == "sick":
         train, dev, test = (load_pairs("sick", s, directory) for s in ("train", "dev", "test"))
         how = "SICK: train on train, threshold/early stopping on dev, report on test"
     else:
         raise ValueError(f"unknown dataset {dataset!r}")
     if cfg.get("train_limit") and len(train) > cfg["train_limit"]:
-        keep = np.sort(np.random.default_rng(cfg["seed"]).permutation(len(train))[:cfg["train_limit"]])
+        keep = np.sort(np.random.default_rng(cfg["seed"]).permutation(len(train))[: cfg["train_limit"]])
         train = train.subset(keep)
         how += f"; first {cfg['train_limit']} training pairs of a seeded shuffle"
     return train, dev, test, how
@@ -85,8 +104,16 @@ def majority_accuracy(train: PairSet, test: PairSet) -> float:
     return 100.0 * float((test.positive == majority).mean())
 
 
-def run_dataset(dataset: str, cfg: dict, device, checkpoints=None, directory=None, progress=True,
-                distributed: bool = False, models=None) -> dict:
+def run_dataset(
+    dataset: str,
+    cfg: dict,
+    device,
+    checkpoints=None,
+    directory=None,
+    progress=True,
+    distributed: bool = False,
+    models=None,
+) -> dict:
     """Train every model (or `models`) on one dataset; return {"rows": [...], "results": {...},
     "data": ...}. With `distributed`, on every rank of a torchrun process group
     (orderlib.tools.train_parallel)."""
@@ -107,13 +134,27 @@ def run_datasets(cfg: dict, device, checkpoints=None, directory=None, progress=T
     """run_dataset for every dataset of the preset; with `workers` > 1 (and checkpoints to hand the
     models over), the models of all datasets first train side by side in that many one-thread
     processes (training.workers), the GRU models first, and are loaded here from their checkpoints."""
-    jobs = {f"{d}/{m}": dict(dataset=d, model=m, cfg=cfg, device=str(device), checkpoints=Path(checkpoints),
-                             directory=directory) for d in cfg["datasets"] for m in MODELS} if checkpoints else {}
-    costs = {name: (0.05 if j["model"] == "bag-of-words logistic regression" else 1.0)  # no GRU
-                   * (2.0 if j["dataset"] == "snli" else 1.0)  # SNLI's training pairs are about twice SICK's
-             for name, j in jobs.items()}
-    here = run_in_workers(_train_model_job, jobs, workers, costs, progress, "Table 3 models") \
-        if workers > 1 and len(jobs) > 1 else {}
+    jobs = (
+        {
+            f"{d}/{m}": dict(
+                dataset=d, model=m, cfg=cfg, device=str(device), checkpoints=Path(checkpoints), directory=directory
+            )
+            for d in cfg["datasets"]
+            for m in MODELS
+        }
+        if checkpoints
+        else {}
+    )
+    costs = {
+        name: (0.05 if j["model"] == "bag-of-words logistic regression" else 1.0)  # no GRU
+        * (2.0 if j["dataset"] == "snli" else 1.0)  # SNLI's training pairs are about twice SICK's
+        for name, j in jobs.items()
+    }
+    here = (
+        run_in_workers(_train_model_job, jobs, workers, costs, progress, "Table 3 models")
+        if workers > 1 and len(jobs) > 1
+        else {}
+    )
     runs = {d: run_dataset(d, cfg, device, checkpoints, directory, progress) for d in cfg["datasets"]}
     for name, done in here.items():  # trained by a worker in this run: loaded here, not resumed
         d, m = name.split("/", 1)
@@ -149,11 +190,23 @@ def examples(run: dict, model: str = "order-embeddings", per_kind: int = 2) -> p
     r, (_, _, test) = run["results"][model], run["pairs"]
     e = energies(r.model, run["data"].test, next(r.model.parameters()).device)
     called = e <= r.tau
-    kinds = {"right: entailment": called & test.positive, "right: not entailment": ~called & ~test.positive,
-             "wrong: missed entailment": ~called & test.positive, "wrong: false entailment": called & ~test.positive}
-    rows = [dict(outcome=kind, premise=test.premises[i], hypothesis=test.hypotheses[i],
-                 gold=LABELS[test.labels[i]], energy=round(float(e[i]), 4))
-            for kind, mask in kinds.items() for i in np.flatnonzero(mask)[:per_kind]]
+    kinds = {
+        "right: entailment": called & test.positive,
+        "right: not entailment": ~called & ~test.positive,
+        "wrong: missed entailment": ~called & test.positive,
+        "wrong: false entailment": called & ~test.positive,
+    }
+    rows = [
+        dict(
+            outcome=kind,
+            premise=test.premises[i],
+            hypothesis=test.hypotheses[i],
+            gold=LABELS[test.labels[i]],
+            energy=round(float(e[i]), 4),
+        )
+        for kind, mask in kinds.items()
+        for i in np.flatnonzero(mask)[:per_kind]
+    ]
     return pd.DataFrame(rows)
 
 
@@ -168,10 +221,14 @@ def plot_roc(run: dict, models=("order-embeddings", "order-embeddings (symmetric
         r = run["results"][model]
         e = energies(r.model, run["data"].test, next(r.model.parameters()).device)
         fpr, tpr = roc_points(e, test.positive)
-        line, = ax.plot(fpr, tpr, label=f"{model} (test acc. {r.test_accuracy:.1f}%)")
+        (line,) = ax.plot(fpr, tpr, label=f"{model} (test acc. {r.test_accuracy:.1f}%)")
         pred = e <= r.tau
-        ax.plot([(pred & ~test.positive).sum() / max(1, (~test.positive).sum())],
-                [(pred & test.positive).sum() / max(1, test.positive.sum())], "o", color=line.get_color())
+        ax.plot(
+            [(pred & ~test.positive).sum() / max(1, (~test.positive).sum())],
+            [(pred & test.positive).sum() / max(1, test.positive.sum())],
+            "o",
+            color=line.get_color(),
+        )
     ax.plot([0, 1], [0, 1], ":", color="grey")
     ax.set_xlabel("false positive rate (non-entailment called entailment)")
     ax.set_ylabel("true positive rate (entailment recalled)")
@@ -188,17 +245,20 @@ def table(runs: dict[str, dict]) -> pd.DataFrame:
             rows.append({**r, "paper": paper})
     for method, value in PAPER_TABLE3.items():
         if method not in MODELS:  # paper-only rows
-            rows.append(dict(method=method, metric="SNLI test 2-class accuracy (%)", paper=value, ours=None,
-                             n_train=None))
+            rows.append(
+                dict(method=method, metric="SNLI test 2-class accuracy (%)", paper=value, ours=None, n_train=None)
+            )
     df = pd.DataFrame(rows)
     return df[["method", "metric", "paper", "ours", "n_train"]]
 
 
 def model_records(runs: dict[str, dict]) -> dict[str, dict]:
     """{"<dataset>/<model>": reports.model_record}: provenance for the .meta.json's `training` block."""
-    return {f"{d}/{m}": model_record(r.seconds, r.trained_at, r.resumed, best_epoch=r.best_epoch,
-                                     epochs_run=len(r.history))
-            for d, run in runs.items() for m, r in run["results"].items()}
+    return {
+        f"{d}/{m}": model_record(r.seconds, r.trained_at, r.resumed, best_epoch=r.best_epoch, epochs_run=len(r.history))
+        for d, run in runs.items()
+        for m, r in run["results"].items()
+    }
 
 
 def length_asymmetry(runs: dict[str, dict]) -> pd.DataFrame:
@@ -212,8 +272,14 @@ def length_asymmetry(runs: dict[str, dict]) -> pd.DataFrame:
         p = np.array([len(tokenize(s)) for s in test.premises])
         h = np.array([len(tokenize(s)) for s in test.hypotheses])
         for name, mask in (("entailment", test.positive), ("not entailment", ~test.positive)):
-            rows.append({"dataset": dataset, "test pairs": name, "premise words": p[mask].mean(),
-                         "hypothesis words": h[mask].mean(),
-                         "% hypothesis shorter": 100.0 * (h[mask] < p[mask]).mean(),
-                         "% same length": 100.0 * (p[mask] == h[mask]).mean()})
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "test pairs": name,
+                    "premise words": p[mask].mean(),
+                    "hypothesis words": h[mask].mean(),
+                    "% hypothesis shorter": 100.0 * (h[mask] < p[mask]).mean(),
+                    "% same length": 100.0 * (p[mask] == h[mask]).mean(),
+                }
+            )
     return pd.DataFrame(rows).round(2)

@@ -3,6 +3,7 @@
 Every ordered pair of the subtree is a training example: pairs in the transitive closure are
 positive, all others negative (Eq. 3 with the full negative set). Positive iff E(u, v) = 0.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +14,8 @@ import torch
 from orderlib.data.hypernymy import closure_pairs
 from orderlib.data.wordnet import NounGraph
 from orderlib.losses import max_margin
-from orderlib.penalties import order_violation_matrix
 from orderlib.params import matmul, one_of
+from orderlib.penalties import order_violation_matrix
 
 PRESETS = {
     "full": dict(root="feline.n.01", depth=2, dim=2, steps=4000, lr=0.02, margin=1.0, seed=0, sweep_seeds=6),
@@ -72,8 +73,13 @@ def fit_2d(tree: Subtree, dim=2, steps=4000, lr=0.02, margin=1.0, seed=0) -> dic
     with torch.no_grad():
         e = order_violation_matrix(x, x).numpy()
     predicted = (e <= 1e-9) & off_diag
-    return {"x": x.detach().numpy(), "energy": e, "true": pos,
-            "missed": np.argwhere(pos & ~predicted), "spurious": np.argwhere(predicted & ~pos)}
+    return {
+        "x": x.detach().numpy(),
+        "energy": e,
+        "true": pos,
+        "missed": np.argwhere(pos & ~predicted),
+        "spurious": np.argwhere(predicted & ~pos),
+    }
 
 
 def seed_sweep(tree: Subtree, cfg: dict):
@@ -96,12 +102,12 @@ def plot_2d(tree: Subtree, fit: dict, ax=None):
     x = fit["x"]
     ax.scatter(x[:, 0], x[:, 1], s=18, color="black", zorder=3)
     for i, name in enumerate(tree.names):
-        ax.annotate(name.split(".")[0].replace("_", " "), x[i], fontsize=8, xytext=(4, 3),
-                    textcoords="offset points")
+        ax.annotate(name.split(".")[0].replace("_", " "), x[i], fontsize=8, xytext=(4, 3), textcoords="offset points")
 
     def arrow(u, v, color):
-        ax.annotate("", xy=x[v], xytext=x[u], zorder=2,
-                    arrowprops=dict(arrowstyle="->", color=color, lw=1.2, alpha=0.8))
+        ax.annotate(
+            "", xy=x[v], xytext=x[u], zorder=2, arrowprops=dict(arrowstyle="->", color=color, lw=1.2, alpha=0.8)
+        )
 
     for u, ps in enumerate(tree.parents):
         for v in ps:
@@ -112,7 +118,9 @@ def plot_2d(tree: Subtree, fit: dict, ax=None):
     ax.set_ylim(bottom=-0.05)
     ax.set_xlabel("dimension 1")
     ax.set_ylabel("dimension 2")
-    ax.set_title(f"2-D order-embedding of the WordNet subtree under {tree.names[0]} "
-                 f"({len(tree.names)} synsets): {len(fit['spurious'])} spurious, "
-                 f"{len(fit['missed'])} missed pairs")
+    ax.set_title(
+        f"2-D order-embedding of the WordNet subtree under {tree.names[0]} "
+        f"({len(tree.names)} synsets): {len(fit['spurious'])} spurious, "
+        f"{len(fit['missed'])} missed pairs"
+    )
     return ax

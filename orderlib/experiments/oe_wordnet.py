@@ -11,6 +11,7 @@ A *setting* is a protocol on a split: "paper" (the authors' protocol on our seed
 (initialisation and training negatives differ; the split does not), as independent jobs that can
 run in parallel processes and resume from their checkpoints.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,47 +68,52 @@ SETTINGS = {  # setting -> (protocol, split)
 # which their repository keeps, run on the WordNet their preprocessing read (NLTK's 3.0: 84,427 edges,
 # 837,888 listed pairs, the counts their script's comments give)
 ATHIWARATKUN_WORDNET = "3.0"
-SPLITS = {"ours": ["ours"], "authors": ["authors"], "athiwaratkun": ["athiwaratkun"],
-          "both": ["ours", "authors"], "all": ["ours", "authors", "athiwaratkun"]}  # SPLIT -> splits
+SPLITS = {
+    "ours": ["ours"],
+    "authors": ["authors"],
+    "athiwaratkun": ["athiwaratkun"],
+    "both": ["ours", "authors"],
+    "all": ["ours", "authors", "athiwaratkun"],
+}  # SPLIT -> splits
 
 # What each of our rows is, beside the paper's, so a gap can be read (shown in the notebook and reports).
 ROW_NOTES = {
     "transitive closure": "No learning: positive iff the pair is in the closure of train and dev positives. On "
-                          "the authors' split (regenerated from their code) it is the paper's 88.2; on ours it "
-                          "moves by split noise.",
+    "the authors' split (regenerated from their code) it is the paper's 88.2; on ours it "
+    "moves by split noise.",
     "word2gauss": "50-d diagonal Gaussians, KL(N_u || N_v), word2gauss's own training loop and defaults (one "
-                  "pair at a time, Adagrad eta 0.1, gradients clipped at 10, ||mu|| <= 2, variances in [0.7, 1.5]) "
-                  "compiled (orderlib/csrc/word2gauss.cpp), the paper's 200 epochs, margin chosen on dev from "
-                  "{1, 3, 7} after 5 epochs each (the paper: 7).",
+    "pair at a time, Adagrad eta 0.1, gradients clipped at 10, ||mu|| <= 2, variances in [0.7, 1.5]) "
+    "compiled (orderlib/csrc/word2gauss.cpp), the paper's 200 epochs, margin chosen on dev from "
+    "{1, 3, 7} after 5 epochs each (the paper: 7).",
     "order-embeddings (symmetric)": "Cosine distance on an unconstrained 50-d table (unit-scale init), Eq. (4), "
-                                    "alpha = 1.",
+    "alpha = 1.",
     "order-embeddings (bilinear)": "No code was released: Socher et al. (2013)'s bilinear score e_u^T W e_v + b "
-                                   "with their ranking hinge (margin 1); learning rate chosen on dev, up to 40 "
-                                   "epochs with patience 10 (15 epochs with patience 5 stopped it while dev "
-                                   "still rose).",
+    "with their ranking hinge (margin 1); learning rate chosen on dev, up to 40 "
+    "epochs with patience 10 (15 epochs with patience 5 stopped it while dev "
+    "still rose).",
     "order-embeddings": "The paper's setting (50-d, alpha = 1, Adam lr 0.01, 500 + 500 pairs per batch), up to "
-                        "30 epochs, epoch and threshold chosen on dev (the authors chose the epoch on test).",
+    "30 epochs, epoch and threshold chosen on dev (the authors chose the epoch on test).",
     "box embeddings": "Beyond the paper: " + LATER["box embeddings"] + ". Boxes in [0,1]^50, energy "
-                      "-log P(v | u) = log vol(u) - log vol(u meet v), hard meet, softplus volumes (Li et al., "
-                      "ICLR 2019's fix for disjoint boxes; temperature 1), binary cross-entropy, Adam lr 0.05.",
+    "-log P(v | u) = log vol(u) - log vol(u meet v), hard meet, softplus volumes (Li et al., "
+    "ICLR 2019's fix for disjoint boxes; temperature 1), binary cross-entropy, Adam lr 0.05.",
     "Gumbel box embeddings": "Beyond the paper: " + LATER["Gumbel box embeddings"] + ". Gumbel meet "
-                             "(logsumexp corners, beta 0.01) and expected softplus volumes, binary cross-entropy, "
-                             "Adam lr 0.05.",
+    "(logsumexp corners, beta 0.01) and expected softplus volumes, binary cross-entropy, "
+    "Adam lr 0.05.",
     "density order embeddings": "Beyond the paper: " + LATER["density order embeddings"] + ". Diagonal "
-                                "Gaussians, max(0, KL(N_u || N_v) - gamma), margin 1000 (their 500 / 2000 on "
-                                "2 KL + D), Eq. (4) loss, Adam. Chosen on dev at seed 0 in two stages: the extra "
-                                "negative kinds (their S2 swap, S4 sibling; their WordNet command drew random "
-                                "corruptions only) on their command's settings (lr 0.01, gamma 225, 20 epochs), "
-                                "then Adam lr from {0.01, 0.003, 0.001, 0.0005} x gamma from {225, 100} on up to 40 "
-                                "epochs (they ran 20 and kept the best test accuracy of evaluations every 100 "
-                                "steps, on their own split: report oe_table1_doe_selection).",
+    "Gaussians, max(0, KL(N_u || N_v) - gamma), margin 1000 (their 500 / 2000 on "
+    "2 KL + D), Eq. (4) loss, Adam. Chosen on dev at seed 0 in two stages: the extra "
+    "negative kinds (their S2 swap, S4 sibling; their WordNet command drew random "
+    "corruptions only) on their command's settings (lr 0.01, gamma 225, 20 epochs), "
+    "then Adam lr from {0.01, 0.003, 0.001, 0.0005} x gamma from {225, 100} on up to 40 "
+    "epochs (they ran 20 and kept the best test accuracy of evaluations every 100 "
+    "steps, on their own split: report oe_table1_doe_selection).",
     "Poincaré embeddings": "Beyond the paper: " + LATER["Poincaré embeddings"] + ". 50-d Poincaré ball (geoopt's "
-                           "manifold maths and Riemannian Adam on touched rows, compiled), softmax ranking loss "
-                           "over the distance with 3 random negatives per pair, thresholded on "
-                           "(1 + alpha(||v|| - ||u||)) d(u, v), alpha 1; no burn-in, 5 epochs.",
+    "manifold maths and Riemannian Adam on touched rows, compiled), softmax ranking loss "
+    "over the distance with 3 random negatives per pair, thresholded on "
+    "(1 + alpha(||v|| - ||u||)) d(u, v), alpha 1; no burn-in, 5 epochs.",
     "hyperbolic entailment cones": "Beyond the paper: " + LATER["hyperbolic entailment cones"] + ". Energy "
-                                   "max(0, Xi(v, u) - psi(v)), K 0.1, started from the same seed's Poincaré "
-                                   "embeddings x 0.7, Eq. (4)-style loss with margin 0.01, Riemannian Adam lr 0.01.",
+    "max(0, Xi(v, u) - psi(v)), K 0.1, started from the same seed's Poincaré "
+    "embeddings x 0.7, Eq. (4)-style loss with margin 0.01, Riemannian Adam lr 0.01.",
 }
 
 # Per-model settings. Order-embeddings follows Sec. 3.3 (50-d, alpha = 1, Adam lr 0.01, 500 true +
@@ -126,8 +132,9 @@ _FULL_MODELS = {
     "box embeddings": dict(epochs=12, patience=3, lr=0.05, model_kwargs={"temperature": 1.0}),
     "Gumbel box embeddings": dict(epochs=12, patience=3, lr=0.05, model_kwargs={"beta": 0.01, "temperature": 1.0}),
     "density order embeddings": dict(epochs=40, patience=5, lr=0.01, margin=1000.0, model_kwargs={"gamma": 225.0}),
-    "Poincaré embeddings": dict(epochs=5, patience=2, lr=0.2, negatives=("random", "random", "random"),
-                                model_kwargs={"alpha": 1.0}),
+    "Poincaré embeddings": dict(
+        epochs=5, patience=2, lr=0.2, negatives=("random", "random", "random"), model_kwargs={"alpha": 1.0}
+    ),
     "hyperbolic entailment cones": dict(epochs=15, patience=3, lr=0.01, margin=0.01),  # from Poincaré x 0.7
 }
 # Extra negative kinds per true pair for density order embeddings (training.hypernymy.NEGATIVE_KINDS;
@@ -147,40 +154,80 @@ def _grid(name: str, method: str, points: list[dict], run: dict | None = None, s
 def _full_grids() -> list[dict]:
     return [
         # the paper: margin "chosen by grid search" (7); short runs, as the paper's search was
-        _grid("word2gauss margin", "word2gauss", [{"margin": m} for m in (1.0, 3.0, 7.0)],
-              dict(epochs=5, patience=5, train_fraction=1.0)),
+        _grid(
+            "word2gauss margin",
+            "word2gauss",
+            [{"margin": m} for m in (1.0, 3.0, 7.0)],
+            dict(epochs=5, patience=5, train_fraction=1.0),
+        ),
         _grid("bilinear lr", "order-embeddings (bilinear)", [{"lr": x} for x in (0.01, 0.003, 0.001, 0.0003)]),
         # their WordNet command's settings (lr 0.01, gamma 225 here, 20 epochs), then the final schedule
         _grid(f"{DOE} negatives", DOE, [{"negatives": k} for k in DOE_NEGATIVES], dict(epochs=20)),
-        _grid(f"{DOE} lr x gamma", DOE, [{"lr": lr, "model_kwargs": {"gamma": g}}
-                                          for lr in (0.01, 0.003, 0.001, 0.0005) for g in (225.0, 100.0)], stage=2),
+        _grid(
+            f"{DOE} lr x gamma",
+            DOE,
+            [{"lr": lr, "model_kwargs": {"gamma": g}} for lr in (0.01, 0.003, 0.001, 0.0005) for g in (225.0, 100.0)],
+            stage=2,
+        ),
     ]
 
 
 def _small_grids() -> list[dict]:
     return [
-        _grid("word2gauss margin", "word2gauss", [{"margin": m} for m in (1.0, 7.0)],
-              dict(epochs=1, patience=1, train_fraction=0.05)),
+        _grid(
+            "word2gauss margin",
+            "word2gauss",
+            [{"margin": m} for m in (1.0, 7.0)],
+            dict(epochs=1, patience=1, train_fraction=0.05),
+        ),
         _grid("bilinear lr", "order-embeddings (bilinear)", [{"lr": x} for x in (0.01, 0.001)]),
         _grid(f"{DOE} negatives", DOE, [{"negatives": k} for k in DOE_NEGATIVES[:2]]),
-        _grid(f"{DOE} lr x gamma", DOE, [{"lr": lr, "model_kwargs": {"gamma": 225.0}} for lr in (0.01, 0.003)],
-              stage=2),
+        _grid(
+            f"{DOE} lr x gamma", DOE, [{"lr": lr, "model_kwargs": {"gamma": 225.0}} for lr in (0.01, 0.003)], stage=2
+        ),
     ]
+
 
 CONES_INIT_SCALE = 0.7  # Ganea et al.'s code rescales the Poincaré embeddings it starts from
 PRESETS = {
-    "full": dict(wordnet="3.1", dim=50, batch=500, split_seed=0, seeds=[0, 1, 2], n_test=4000, n_dev=4000,
-                 train_fraction=1.0, models=_FULL_MODELS, methods=list(_FULL_MODELS), grids=_full_grids()),
-    "small": dict(wordnet="3.1", dim=50, batch=500, split_seed=0, seeds=[0, 1], n_test=4000, n_dev=4000,
-                  train_fraction=0.05,
-                  models={k: {**v, "epochs": 1 if k in LATER else 2, "patience": 2} for k, v in _FULL_MODELS.items()},
-                  methods=list(_FULL_MODELS), grids=_small_grids()),
+    "full": dict(
+        wordnet="3.1",
+        dim=50,
+        batch=500,
+        split_seed=0,
+        seeds=[0, 1, 2],
+        n_test=4000,
+        n_dev=4000,
+        train_fraction=1.0,
+        models=_FULL_MODELS,
+        methods=list(_FULL_MODELS),
+        grids=_full_grids(),
+    ),
+    "small": dict(
+        wordnet="3.1",
+        dim=50,
+        batch=500,
+        split_seed=0,
+        seeds=[0, 1],
+        n_test=4000,
+        n_dev=4000,
+        train_fraction=0.05,
+        models={k: {**v, "epochs": 1 if k in LATER else 2, "patience": 2} for k, v in _FULL_MODELS.items()},
+        methods=list(_FULL_MODELS),
+        grids=_small_grids(),
+    ),
 }
 
 # Notebook parameters and their valid values (orderlib.params.validate).
-PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "PROTOCOLS": subset_of(["paper", "clean"]),
-              "SPLIT": one_of(list(SPLITS)), "WORKERS": workers,
-              "PROGRESS": boolean}
+PARAMETERS = {
+    "PRESET": one_of(PRESETS),
+    "MATMUL": matmul,
+    "DEVICE": device,
+    "PROTOCOLS": subset_of(["paper", "clean"]),
+    "SPLIT": one_of(list(SPLITS)),
+    "WORKERS": workers,
+    "PROGRESS": boolean,
+}
 
 
 def resolve_device(value: str = "auto") -> torch.device:
@@ -270,8 +317,9 @@ def model_config(name: str, cfg: dict, seed: int | None = None, **overrides):
     return HypernymyConfig(model=name, batch=cfg["batch"], **{**base, **cfg["models"][name], **overrides})
 
 
-def train_row(data: HypernymyData, c, device, checkpoint: Path | None, progress: bool, init=None,
-              fused: bool | None = None):
+def train_row(
+    data: HypernymyData, c, device, checkpoint: Path | None, progress: bool, init=None, fused: bool | None = None
+):
     """Train one row with its trainer (word2gauss has its own loop); `fused` as in train_concept_model."""
     if isinstance(c, Word2GaussConfig):
         return train_word2gauss(data, c, checkpoint, progress)
@@ -280,9 +328,17 @@ def train_row(data: HypernymyData, c, device, checkpoint: Path | None, progress:
 
 def _summary(r, c) -> dict:
     """The numbers of one trained run that the tables and figures need (no weights)."""
-    return {"test": r.test_accuracy, "dev": r.dev_accuracy, "seconds": r.seconds, "best_epoch": r.best_epoch,
-            "epochs_run": len(r.history), "best_test_over_epochs": max(h["test_accuracy"] for h in r.history),
-            "resumed": r.resumed, "history": r.history, "config": dict(c.__dict__)}
+    return {
+        "test": r.test_accuracy,
+        "dev": r.dev_accuracy,
+        "seconds": r.seconds,
+        "best_epoch": r.best_epoch,
+        "epochs_run": len(r.history),
+        "best_test_over_epochs": max(h["test_accuracy"] for h in r.history),
+        "resumed": r.resumed,
+        "history": r.history,
+        "config": dict(c.__dict__),
+    }
 
 
 def run_job(job: dict) -> dict:
@@ -299,16 +355,27 @@ def run_job(job: dict) -> dict:
     ckpt = Path(job["checkpoint"]) if job.get("checkpoint") else None
     init = None
     if job["method"] == "hyperbolic entailment cones":  # start from this seed's Poincaré embeddings
-        pj = _job("train", setting, "Poincaré embeddings", job["seed"], cfg, job["device"],
-                  ckpt.parent if ckpt else None, 0.0)
-        poincare = train_row(data, model_config("Poincaré embeddings", cfg, job["seed"]), job["device"],
-                             Path(pj["checkpoint"]) if pj["checkpoint"] else None, False).model
+        pj = _job(
+            "train", setting, "Poincaré embeddings", job["seed"], cfg, job["device"], ckpt.parent if ckpt else None, 0.0
+        )
+        poincare = train_row(
+            data,
+            model_config("Poincaré embeddings", cfg, job["seed"]),
+            job["device"],
+            Path(pj["checkpoint"]) if pj["checkpoint"] else None,
+            False,
+        ).model
         init = init_from_poincare(poincare, CONES_INIT_SCALE)
     r = train_row(data, c, job["device"], ckpt, job.get("progress", False), init, job.get("fused"))
     state = load_checkpoint(ckpt) if ckpt else None  # which commit's code trained it (resumed runs too)
-    return {**{k: job[k] for k in ("kind", "setting", "method", "seed")}, "overrides": job.get("overrides", {}),
-            "grid": job.get("grid"), "point": job.get("point"),
-            **_summary(r, c), "trained_at": state.get("trained_at") if state else None}
+    return {
+        **{k: job[k] for k in ("kind", "setting", "method", "seed")},
+        "overrides": job.get("overrides", {}),
+        "grid": job.get("grid"),
+        "point": job.get("point"),
+        **_summary(r, c),
+        "trained_at": state.get("trained_at") if state else None,
+    }
 
 
 def run_jobs(jobs: list[dict], workers: int, progress: bool = True) -> list[dict]:
@@ -322,9 +389,15 @@ def run_jobs(jobs: list[dict], workers: int, progress: bool = True) -> list[dict
             bar.update()
     else:
         threads = max(1, (os.cpu_count() or 1) // workers)
-        with huge_pages_for_children(), ProcessPoolExecutor(
-                workers, mp_context=get_context("spawn"), initializer=_init_worker,
-                initargs=(dict(_DATA), precision.in_effect("cpu"))) as pool:
+        with (
+            huge_pages_for_children(),
+            ProcessPoolExecutor(
+                workers,
+                mp_context=get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(dict(_DATA), precision.in_effect("cpu")),
+            ) as pool,
+        ):
             futures = {pool.submit(run_job, {**jobs[i], "threads": threads}): i for i in order}  # workers start here
             for f in as_completed(futures):
                 out[futures[f]] = f.result()
@@ -339,15 +412,29 @@ def _job(kind, setting, method, seed, cfg, device, run_dir, cost, overrides=None
     overrides = overrides or {}
     c = model_config(method, cfg, seed, **overrides)
     name = f"{slug(setting)}-{slug(method)}-s{seed}-{fingerprint(sorted(vars(c).items()))[:10]}.pt"
-    return {"kind": kind, "setting": setting, "method": method, "seed": seed, "cfg": cfg, "device": str(device),
-            "overrides": overrides, "cost": cost, "checkpoint": str(run_dir / name) if run_dir else None}
+    return {
+        "kind": kind,
+        "setting": setting,
+        "method": method,
+        "seed": seed,
+        "cfg": cfg,
+        "device": str(device),
+        "overrides": overrides,
+        "cost": cost,
+        "checkpoint": str(run_dir / name) if run_dir else None,
+    }
 
 
 def _cost(cfg: dict, method: str, overrides: dict | None = None) -> float:
     """Rough relative cost of one run (for scheduling the longest first)."""
-    per_epoch = {"word2gauss": 0.4, "box embeddings": 4.0, "Gumbel box embeddings": 4.0,
-                 "density order embeddings": 3.0, "Poincaré embeddings": 3.0,
-                 "hyperbolic entailment cones": 3.0}.get(method, 1.0)
+    per_epoch = {
+        "word2gauss": 0.4,
+        "box embeddings": 4.0,
+        "Gumbel box embeddings": 4.0,
+        "density order embeddings": 3.0,
+        "Poincaré embeddings": 3.0,
+        "hyperbolic entailment cones": 3.0,
+    }.get(method, 1.0)
     c = {"train_fraction": cfg["train_fraction"], **cfg["models"][method], **(overrides or {})}
     return c["epochs"] * per_epoch * c["train_fraction"] * (1 + len(c.get("negatives", ())))
 
@@ -362,13 +449,14 @@ def point_label(point: dict):
     negative kinds), else "lr 0.003, gamma 100"."""
     flat = {**{k: v for k, v in point.items() if k != "model_kwargs"}, **point.get("model_kwargs", {})}
     if len(flat) == 1:
-        (key, value), = flat.items()
+        ((key, value),) = flat.items()
         return negatives_label(value) if key == "negatives" else value
     return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in flat.items())
 
 
-def grid_jobs(cfg: dict, setting: str, device, run_dir: Path | None, stage: int = 1,
-              chosen: dict | None = None) -> list[dict]:
+def grid_jobs(
+    cfg: dict, setting: str, device, run_dir: Path | None, stage: int = 1, chosen: dict | None = None
+) -> list[dict]:
     """The jobs of one stage of the dev grids (`cfg["grids"]`) at the first seed; each point starts
     from what earlier stages chose for its row (`chosen`: method -> overrides). A point run on the
     final schedule is the final seed-0 run of its setting: one checkpoint, one training."""
@@ -378,22 +466,43 @@ def grid_jobs(cfg: dict, setting: str, device, run_dir: Path | None, stage: int 
             continue
         for p in g["points"]:
             o = {**(chosen or {}).get(g["method"], {}), **g["run"], **p}
-            jobs.append({**_job("grid", setting, g["method"], cfg["seeds"][0], cfg, device, run_dir,
-                                _cost(cfg, g["method"], o), o), "grid": g["name"], "point": p})
+            jobs.append(
+                {
+                    **_job(
+                        "grid",
+                        setting,
+                        g["method"],
+                        cfg["seeds"][0],
+                        cfg,
+                        device,
+                        run_dir,
+                        _cost(cfg, g["method"], o),
+                        o,
+                    ),
+                    "grid": g["name"],
+                    "point": p,
+                }
+            )
     return jobs
 
 
 def choose(grid: dict, results: list[dict]) -> tuple[dict, dict]:
     """Pick the point of `grid` with the best dev accuracy among `results` (one setting's grid runs;
     ties: the point listed first); return it and every point's dev accuracy by its label."""
-    devs = [next(r["dev"] for r in results if r["grid"] == grid["name"] and r["point"] == p)
-            for p in grid["points"]]
+    devs = [next(r["dev"] for r in results if r["grid"] == grid["name"] and r["point"] == p) for p in grid["points"]]
     best = max(range(len(devs)), key=lambda i: (devs[i], -i))
     return grid["points"][best], {point_label(p): d for p, d in zip(grid["points"], devs)}
 
 
-def run_table1(graph: NounGraph, cfg: dict, settings_: list[str], device="cpu", run_dir: Path | None = None,
-               workers: int = 1, progress: bool = True) -> dict:
+def run_table1(
+    graph: NounGraph,
+    cfg: dict,
+    settings_: list[str],
+    device="cpu",
+    run_dir: Path | None = None,
+    workers: int = 1,
+    progress: bool = True,
+) -> dict:
     """Run Table 1 under every setting: dev grids, then every learned row for every seed."""
     t0 = time.perf_counter()
     out = {s: {"results": {}, "grids": {}} for s in settings_}
@@ -412,8 +521,12 @@ def run_table1(graph: NounGraph, cfg: dict, settings_: list[str], device="cpu", 
             for g in [g for g in cfg["grids"] if g["stage"] == stage and g["method"] in cfg["methods"]]:
                 point, out[s]["grids"][g["name"]] = choose(g, [r for r in results if r["setting"] == s])
                 chosen[s][g["method"]] = {**chosen[s].get(g["method"], {}), **point}
-    jobs = [_job("train", s, m, seed, cfg, device, run_dir, _cost(cfg, m, chosen[s].get(m)), chosen[s].get(m))
-            for s in settings_ for m in cfg["methods"] for seed in cfg["seeds"]]
+    jobs = [
+        _job("train", s, m, seed, cfg, device, run_dir, _cost(cfg, m, chosen[s].get(m)), chosen[s].get(m))
+        for s in settings_
+        for m in cfg["methods"]
+        for seed in cfg["seeds"]
+    ]
     for r in run_jobs(jobs, workers, progress):
         out[r["setting"]]["results"].setdefault(r["method"], []).append(r)
     for s in settings_:
@@ -422,6 +535,7 @@ def run_table1(graph: NounGraph, cfg: dict, settings_: list[str], device="cpu", 
 
 
 # ----------------------------------------------------------------------------- tables and frames
+
 
 def _r2(x):
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 2)
@@ -452,8 +566,12 @@ def model_records(run: dict, settings: list[str]) -> dict[str, dict]:
     """Per model of the tables (every learned row, seed and setting in `settings`; not the dev grids'
     runs): run_record each, for the .meta.json's `training` block. A seed-0 run that a dev grid
     already trained in this run counts as loaded from its checkpoint."""
-    return {f"{s} / {m} / seed {x['seed']}": run_record(x)
-            for s in settings for m, rs in run["settings"][s]["results"].items() for x in rs}
+    return {
+        f"{s} / {m} / seed {x['seed']}": run_record(x)
+        for s in settings
+        for m, rs in run["settings"][s]["results"].items()
+        for x in rs
+    }
 
 
 def table(run: dict, setting: str) -> pd.DataFrame:
@@ -461,11 +579,24 @@ def table(run: dict, setting: str) -> pd.DataFrame:
     with sd and n_seeds), then one row per seed; numbers rounded to 2 decimals."""
     protocol, split = SETTINGS[setting]
     res = run["settings"][setting]
-    rows = [dict(method="transitive closure", metric="test accuracy (%)", paper=PAPER_TABLE1["transitive closure"],
-                 published=None, ours=_r2(res["closure"]), sd=None, n_seeds=None, seed="none")]
-    metrics = {"test accuracy (%)": "test", "dev accuracy (%)": "dev",
-               "test accuracy, best epoch chosen on test (%)": "best_test_over_epochs",
-               "epochs trained": "epochs_run"}
+    rows = [
+        dict(
+            method="transitive closure",
+            metric="test accuracy (%)",
+            paper=PAPER_TABLE1["transitive closure"],
+            published=None,
+            ours=_r2(res["closure"]),
+            sd=None,
+            n_seeds=None,
+            seed="none",
+        )
+    ]
+    metrics = {
+        "test accuracy (%)": "test",
+        "dev accuracy (%)": "dev",
+        "test accuracy, best epoch chosen on test (%)": "best_test_over_epochs",
+        "epochs trained": "epochs_run",
+    }
     for name in [m for m in LEARNED if m in res["results"]]:
         runs = sorted(res["results"][name], key=lambda r: r["seed"])
         for metric, key in metrics.items():
@@ -473,10 +604,31 @@ def table(run: dict, setting: str) -> pd.DataFrame:
             mean, sd = _mean_sd(vals)
             paper = PAPER_TABLE1.get(name) if metric == "test accuracy (%)" else None
             pub = PUBLISHED_LATER.get(name) if metric == "test accuracy (%)" and protocol == "paper" else None
-            rows.append(dict(method=name, metric=metric, paper=paper, published=pub, ours=_r2(mean), sd=_r2(sd),
-                             n_seeds=len(vals), seed="mean"))
-            rows += [dict(method=name, metric=metric, paper=None, published=None, ours=_r2(r[key]), sd=None,
-                          n_seeds=None, seed=str(r["seed"])) for r in runs]
+            rows.append(
+                dict(
+                    method=name,
+                    metric=metric,
+                    paper=paper,
+                    published=pub,
+                    ours=_r2(mean),
+                    sd=_r2(sd),
+                    n_seeds=len(vals),
+                    seed="mean",
+                )
+            )
+            rows += [
+                dict(
+                    method=name,
+                    metric=metric,
+                    paper=None,
+                    published=None,
+                    ours=_r2(r[key]),
+                    sd=None,
+                    n_seeds=None,
+                    seed=str(r["seed"]),
+                )
+                for r in runs
+            ]
     df = pd.DataFrame(rows)
     df["n_seeds"] = df["n_seeds"].astype("Int64")
     df["protocol"], df["split"] = protocol, split
@@ -489,8 +641,9 @@ def summary(run: dict, settings_: list[str]) -> pd.DataFrame:
     for s in settings_:
         t = table(run, s)
         t = t[(t.metric == "test accuracy (%)") & (t.seed.isin(["mean", "none"]))]
-        out[f"ours, {s}"] = {r.method: (f"{r.ours:.2f}" if pd.isna(r.sd) else f"{r.ours:.2f} ± {r.sd:.2f}")
-                             for r in t.itertuples()}
+        out[f"ours, {s}"] = {
+            r.method: (f"{r.ours:.2f}" if pd.isna(r.sd) else f"{r.ours:.2f} ± {r.sd:.2f}") for r in t.itertuples()
+        }
     df = pd.DataFrame(out).reindex([m for m in METHODS if any(m in v for v in out.values())])
     df.insert(0, "paper (Table 1)", [PAPER_TABLE1.get(m, "") for m in df.index])
     df.insert(1, "published elsewhere", [PUBLISHED_LATER.get(m, "") for m in df.index])
@@ -508,9 +661,19 @@ def gaps(run: dict, setting: str = "paper") -> pd.DataFrame:
     """Our mean test accuracy beside the paper's, the gap, and what our row is."""
     t = table(run, setting)
     t = t[(t.metric == "test accuracy (%)") & t.seed.isin(["mean", "none"])]
-    return pd.DataFrame([dict(method=r.method, paper=PAPER_TABLE1.get(r.method), ours=r.ours, sd=r.sd,
-                              gap=_r2(r.ours - PAPER_TABLE1[r.method]) if r.method in PAPER_TABLE1 else None,
-                              note=ROW_NOTES[r.method]) for r in t.itertuples()])
+    return pd.DataFrame(
+        [
+            dict(
+                method=r.method,
+                paper=PAPER_TABLE1.get(r.method),
+                ours=r.ours,
+                sd=r.sd,
+                gap=_r2(r.ours - PAPER_TABLE1[r.method]) if r.method in PAPER_TABLE1 else None,
+                note=ROW_NOTES[r.method],
+            )
+            for r in t.itertuples()
+        ]
+    )
 
 
 def gains(run: dict, setting: str) -> pd.DataFrame:
@@ -529,13 +692,22 @@ def gains(run: dict, setting: str) -> pd.DataFrame:
 
 def history_frame(run: dict) -> pd.DataFrame:
     """Per-epoch loss and accuracies of every learned row and seed, long format for plotting."""
-    frames = [pd.DataFrame(r["history"]).assign(method=m, seed=r["seed"], setting=s)
-              for s, res in run["settings"].items() for m, rs in res["results"].items() for r in rs]
+    frames = [
+        pd.DataFrame(r["history"]).assign(method=m, seed=r["seed"], setting=s)
+        for s, res in run["settings"].items()
+        for m, rs in res["results"].items()
+        for r in rs
+    ]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def grid_frame(run: dict) -> pd.DataFrame:
     """The dev-selection grids: setting, grid, value, dev accuracy."""
-    return pd.DataFrame([dict(setting=s, grid=g, value=v, dev_accuracy=_r2(a))
-                         for s, res in run["settings"].items() for g, sc in res["grids"].items()
-                         for v, a in sc.items()])
+    return pd.DataFrame(
+        [
+            dict(setting=s, grid=g, value=v, dev_accuracy=_r2(a))
+            for s, res in run["settings"].items()
+            for g, sc in res["grids"].items()
+            for v, a in sc.items()
+        ]
+    )

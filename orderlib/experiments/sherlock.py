@@ -6,6 +6,7 @@ ImageNet) vs Fashion-MNIST Facts (810 facts over 10 objects, 20 attributes and 6
 long-tailed training counts, real Fashion-MNIST items; the CNN pre-trained on plain items for
 Utama's notebook; skip-gram on WordNet's text).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,12 +16,32 @@ import pandas as pd
 import torch
 
 from orderlib.data.attributes import ATTRS, OBJECTS
-from orderlib.data.facts import (RELATIONS, VERSION, Fact, all_facts, generalisation_cases, implies, long_tail_counts,
-                                 make_fact_images)
+from orderlib.data.facts import (
+    RELATIONS,
+    VERSION,
+    Fact,
+    all_facts,
+    generalisation_cases,
+    implies,
+    long_tail_counts,
+    make_fact_images,
+)
 from orderlib.data.fashion_mnist import load_fashion_mnist
-from orderlib.eval.facts import (IMPLIED, PROTOCOLS, STRICT, average_precision, fact_map, fact_scores,  # noqa: F401
-                                 fact_topk, flexible_relevance, implied_chance, implied_hits, implied_topk,
-                                 implied_truth, slot_scores)
+from orderlib.eval.facts import (  # noqa: F401
+    IMPLIED,
+    PROTOCOLS,
+    STRICT,
+    average_precision,
+    fact_map,
+    fact_scores,
+    fact_topk,
+    flexible_relevance,
+    implied_chance,
+    implied_hits,
+    implied_topk,
+    implied_truth,
+    slot_scores,
+)
 from orderlib.params import device, existing, matmul, one_of, workers
 from orderlib.reports import model_record
 from orderlib.training.workers import run_in_workers
@@ -28,34 +49,100 @@ from orderlib.training.workers import run_in_workers
 # One visible place for the settings. "base": the preset of notebook 08 (Utama) whose pre-trained
 # CNN and skip-gram word vectors are reused, and of notebook 03 whose caption models are reused.
 PRESETS = {
-    "full": dict(seed=0, train_images=20000, test_per_fact=3, dev_per_fact=1, base="full",
-                 sem=dict(epochs=12, hidden=256, lr=1e-3, batch=32), order=dict(margin=0.05),
-                 cca_dim=64, eszsl_gamma=1.0, eszsl_lambda=1.0, caption_epochs=10, scale_objects=(3, 5),
-                 scale_epochs=5),
-    "small": dict(seed=0, train_images=1500, test_per_fact=1, dev_per_fact=1, base="small",
-                  sem=dict(epochs=2, hidden=32, lr=1e-3, batch=32), order=dict(margin=0.05),
-                  cca_dim=16, eszsl_gamma=1.0, eszsl_lambda=1.0, caption_epochs=2, scale_objects=(3,),
-                  scale_epochs=1),
+    "full": dict(
+        seed=0,
+        train_images=20000,
+        test_per_fact=3,
+        dev_per_fact=1,
+        base="full",
+        sem=dict(epochs=12, hidden=256, lr=1e-3, batch=32),
+        order=dict(margin=0.05),
+        cca_dim=64,
+        eszsl_gamma=1.0,
+        eszsl_lambda=1.0,
+        caption_epochs=10,
+        scale_objects=(3, 5),
+        scale_epochs=5,
+    ),
+    "small": dict(
+        seed=0,
+        train_images=1500,
+        test_per_fact=1,
+        dev_per_fact=1,
+        base="small",
+        sem=dict(epochs=2, hidden=32, lr=1e-3, batch=32),
+        order=dict(margin=0.05),
+        cca_dim=16,
+        eszsl_gamma=1.0,
+        eszsl_lambda=1.0,
+        caption_epochs=2,
+        scale_objects=(3,),
+        scale_epochs=1,
+    ),
 }
-PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "WORD_VECTORS": existing("file"), "WORKERS": workers}
+PARAMETERS = {
+    "PRESET": one_of(PRESETS),
+    "MATMUL": matmul,
+    "DEVICE": device,
+    "WORD_VECTORS": existing("file"),
+    "WORKERS": workers,
+}
 
 # Sherlock's Table 4, large-scale row: K1 / K5 / K10 (%) and mAP100 (%).
 PAPER_TABLE4 = {
-    "SEM-A": (16.39, 17.62, 18.41, 0.96), "SEM-B": (13.27, 14.19, 14.80, 0.73),
-    "MV CCA": (12.28, 12.84, 13.15, 1.0), "ESZSL": (5.80, 5.84, 5.86, 0.4),
+    "SEM-A": (16.39, 17.62, 18.41, 0.96),
+    "SEM-B": (13.27, 14.19, 14.80, 0.73),
+    "MV CCA": (12.28, 12.84, 13.15, 1.0),
+    "ESZSL": (5.80, 5.84, 5.86, 0.4),
     "order-embeddings (symm.), caption-trained": (3.48, 3.48, 3.5, 0.021),
     "order-embeddings (symm.), retrained on facts": (5.87, 6.06, 6.15, 0.29),
 }
 # Table 5 (K10, SPO facts with <= 5 training images): case -> {method: K10}, and the number of facts.
 PAPER_TABLE5 = {
-    "SP, O": ({"SEM-A": 2.063, "SEM-B": 1.751, "ESZSL": 0.149, "order-embeddings (symm.), caption-trained": 0.013,
-               "order-embeddings (symm.), retrained on facts": 0.367, "MV CCA": 1.221}, 10605),
-    "SO, P": ({"SEM-A": 3.022, "SEM-B": 1.961, "ESZSL": 0.098, "order-embeddings (symm.), caption-trained": 0.025,
-               "order-embeddings (symm.), retrained on facts": 0.473, "MV CCA": 1.462}, 4842),
-    "SO, PO": ({"SEM-A": 3.092, "SEM-B": 1.645, "ESZSL": 0.041, "order-embeddings (symm.), caption-trained": 0.000,
-                "order-embeddings (symm.), retrained on facts": 0.543, "MV CCA": 1.786}, 1755),
-    "SO, SP": ({"SEM-A": 2.962, "SEM-B": 2.097, "ESZSL": 0.038, "order-embeddings (symm.), caption-trained": 0.013,
-                "order-embeddings (symm.), retrained on facts": 0.586, "MV CCA": 1.109}, 3133),
+    "SP, O": (
+        {
+            "SEM-A": 2.063,
+            "SEM-B": 1.751,
+            "ESZSL": 0.149,
+            "order-embeddings (symm.), caption-trained": 0.013,
+            "order-embeddings (symm.), retrained on facts": 0.367,
+            "MV CCA": 1.221,
+        },
+        10605,
+    ),
+    "SO, P": (
+        {
+            "SEM-A": 3.022,
+            "SEM-B": 1.961,
+            "ESZSL": 0.098,
+            "order-embeddings (symm.), caption-trained": 0.025,
+            "order-embeddings (symm.), retrained on facts": 0.473,
+            "MV CCA": 1.462,
+        },
+        4842,
+    ),
+    "SO, PO": (
+        {
+            "SEM-A": 3.092,
+            "SEM-B": 1.645,
+            "ESZSL": 0.041,
+            "order-embeddings (symm.), caption-trained": 0.000,
+            "order-embeddings (symm.), retrained on facts": 0.543,
+            "MV CCA": 1.786,
+        },
+        1755,
+    ),
+    "SO, SP": (
+        {
+            "SEM-A": 2.962,
+            "SEM-B": 2.097,
+            "ESZSL": 0.038,
+            "order-embeddings (symm.), caption-trained": 0.013,
+            "order-embeddings (symm.), retrained on facts": 0.586,
+            "MV CCA": 1.109,
+        },
+        3133,
+    ),
 }
 PAPER_STRUCTURE_ABLATION_K1 = 8.1  # "averaged S, P and O parts" (vs SEM-A's 16.39)
 
@@ -88,7 +175,7 @@ def slot_vectors(words: dict[str, np.ndarray], facts: list[Fact], centre: bool =
     slot_words = {"s": OBJECTS, "p": tuple(ATTRS) + tuple(RELATIONS), "o": OBJECTS}
     table = {k: {w: vec(w) for w in ws} for k, ws in slot_words.items()}
     if centre:
-        for k, vs in table.items():
+        for vs in table.values():
             mean = np.mean(list(vs.values()), 0)
             for w, v in vs.items():
                 c = v - mean
@@ -99,8 +186,9 @@ def slot_vectors(words: dict[str, np.ndarray], facts: list[Fact], centre: bool =
             return np.zeros(d, np.float32)
         return table[k][phrase] if phrase in table[k] else vec(phrase)
 
-    return torch.tensor(np.stack([[slot("s", f.s), slot("p", f.p), slot("o", f.o)] for f in facts]),
-                        dtype=torch.float32)
+    return torch.tensor(
+        np.stack([[slot("s", f.s), slot("p", f.p), slot("o", f.o)] for f in facts]), dtype=torch.float32
+    )
 
 
 def vocabulary() -> list[str]:
@@ -122,17 +210,27 @@ def fact_task(cfg: dict, words: dict[str, np.ndarray], objects: int | None = Non
     in training or not), `dev_per_fact` dev images of every fact (Fashion-MNIST train[50000:]),
     and the facts' language views. `objects` keeps the facts of the first k objects (Figure 4)."""
     facts = facts_of(objects)
-    counts = long_tail_counts(facts, cfg["train_images"], cfg.get("exponent", 1.0), cfg.get("unseen", 0.1),
-                              seed=cfg["seed"])
+    counts = long_tail_counts(
+        facts, cfg["train_images"], cfg.get("exponent", 1.0), cfg.get("unseen", 0.1), seed=cfg["seed"]
+    )
     train_source = load_fashion_mnist("train")  # train and dev items: disjoint ranges of it
     train = make_fact_images(train_source, "train", facts, counts, cfg["seed"])
-    test = make_fact_images(load_fashion_mnist("test"), "test", facts, np.full(len(facts), cfg["test_per_fact"]),
-                            cfg["seed"])
-    dev = (make_fact_images(train_source, "dev", facts, np.full(len(facts), cfg["dev_per_fact"]), cfg["seed"])
-           if cfg.get("dev_per_fact") else None)
+    test = make_fact_images(
+        load_fashion_mnist("test"), "test", facts, np.full(len(facts), cfg["test_per_fact"]), cfg["seed"]
+    )
+    dev = (
+        make_fact_images(train_source, "dev", facts, np.full(len(facts), cfg["dev_per_fact"]), cfg["seed"])
+        if cfg.get("dev_per_fact")
+        else None
+    )
     orders = torch.tensor([f.order for f in facts])
-    notes = {"facts": len(facts), "train images": int(counts.sum()), "test images": len(test),
-             "unseen facts": int((counts == 0).sum()), "facts with <= 5 training images": int((counts <= 5).sum())}
+    notes = {
+        "facts": len(facts),
+        "train images": int(counts.sum()),
+        "test images": len(test),
+        "unseen facts": int((counts == 0).sum()),
+        "facts with <= 5 training images": int((counts <= 5).sum()),
+    }
     return FactTask(facts, counts, train, test, dev, slot_vectors(words, facts), orders, notes)
 
 
@@ -193,13 +291,20 @@ def protocols(method: str, dist: torch.Tensor, task: FactTask, names=PROTOCOLS) 
             out.append(Protocol(STRICT, -dist, own, own.T))
         else:
             imp = implies(task.facts)
-            out.append(Protocol(IMPLIED, implied_scores(method, dist), implied_truth(imp, img_fact),
-                                flexible_relevance(imp, img_fact, torch.arange(len(task.facts)))))
+            out.append(
+                Protocol(
+                    IMPLIED,
+                    implied_scores(method, dist),
+                    implied_truth(imp, img_fact),
+                    flexible_relevance(imp, img_fact, torch.arange(len(task.facts))),
+                )
+            )
     return out
 
 
-def retrieval_rows(method: str, dist: torch.Tensor, task: FactTask, paper: dict = PAPER_TABLE4,
-                   names=PROTOCOLS) -> list[dict]:
+def retrieval_rows(
+    method: str, dist: torch.Tensor, task: FactTask, paper: dict = PAPER_TABLE4, names=PROTOCOLS
+) -> list[dict]:
     """Table 4 rows of one method from its (test images, facts) distances, per protocol: image ->
     fact K1/5/10 among all facts (the paper) and among the facts of the image's order, and fact ->
     image mAP / mAP@100 (calcAP.m's), overall and per fact order. The `strict` rows use the
@@ -211,10 +316,14 @@ def retrieval_rows(method: str, dist: torch.Tensor, task: FactTask, paper: dict 
         typed_scores, typed_truth = p.typed(task)
         ap = {top: average_precision(-p.scores.T, p.relevant, top) for top in (None, 100)}  # (F,) each, once
         if p.name == IMPLIED:  # per-image credit, once for every image; a scope averages its images'
-            hits = {c: implied_hits(s, t) for c, (s, t) in ((ALL, (p.scores, p.truth)),
-                                                             (SAME_ORDER, (typed_scores, typed_truth)))}
-        for scope, sel in (("all", torch.ones(len(img_fact), dtype=torch.bool)),
-                           *[(f"order {k}", task.orders[img_fact] == k) for k in (1, 2, 3)]):
+            hits = {
+                c: implied_hits(s, t)
+                for c, (s, t) in ((ALL, (p.scores, p.truth)), (SAME_ORDER, (typed_scores, typed_truth)))
+            }
+        for scope, sel in (
+            ("all", torch.ones(len(img_fact), dtype=torch.bool)),
+            *[(f"order {k}", task.orders[img_fact] == k) for k in (1, 2, 3)],
+        ):
             qf = torch.unique(img_fact[sel]).numpy()
 
             def topk(candidates, s, t):
@@ -222,14 +331,35 @@ def retrieval_rows(method: str, dist: torch.Tensor, task: FactTask, paper: dict 
                     return p.topk(s[sel], t[sel], img_fact[sel])
                 return {f"K{k}": 100.0 * float(np.nanmean(h[sel].numpy())) for k, h in hits[candidates].items()}
 
-            metrics = {**topk(ALL, p.scores, p.truth), "mAP": 100.0 * float(np.nanmean(ap[None][qf])),
-                       "mAP@100": 100.0 * float(np.nanmean(ap[100][qf]))}
-            rows += [dict(method=method, protocol=p.name, scope=scope, candidates=ALL, metric=metric,
-                          paper=paper_values.get(metric) if scope == "all" else None, ours=value)
-                     for metric, value in metrics.items()]
-            rows += [dict(method=method, protocol=p.name, scope=scope, candidates=SAME_ORDER, metric=metric,
-                          paper=None, ours=value)
-                     for metric, value in topk(SAME_ORDER, typed_scores, typed_truth).items()]
+            metrics = {
+                **topk(ALL, p.scores, p.truth),
+                "mAP": 100.0 * float(np.nanmean(ap[None][qf])),
+                "mAP@100": 100.0 * float(np.nanmean(ap[100][qf])),
+            }
+            rows += [
+                dict(
+                    method=method,
+                    protocol=p.name,
+                    scope=scope,
+                    candidates=ALL,
+                    metric=metric,
+                    paper=paper_values.get(metric) if scope == "all" else None,
+                    ours=value,
+                )
+                for metric, value in metrics.items()
+            ]
+            rows += [
+                dict(
+                    method=method,
+                    protocol=p.name,
+                    scope=scope,
+                    candidates=SAME_ORDER,
+                    metric=metric,
+                    paper=None,
+                    ours=value,
+                )
+                for metric, value in topk(SAME_ORDER, typed_scores, typed_truth).items()
+            ]
     return rows
 
 
@@ -243,12 +373,33 @@ def chance_rows(task: FactTask) -> list[dict]:
     rows = []
     for protocol in PROTOCOLS:
         for k in (1, 5, 10):
-            k_all = (100.0 * min(k, len(task.facts)) / len(task.facts) if protocol == STRICT
-                     else implied_chance(n_true, len(task.facts), k))
-            rows.append(dict(method="chance", protocol=protocol, scope="all", candidates=ALL, metric=f"K{k}",
-                             paper=None, ours=k_all))
-            rows.append(dict(method="chance", protocol=protocol, scope="all", candidates=SAME_ORDER, metric=f"K{k}",
-                             paper=None, ours=100.0 * float((k / n_typed).clamp(max=1).mean())))
+            k_all = (
+                100.0 * min(k, len(task.facts)) / len(task.facts)
+                if protocol == STRICT
+                else implied_chance(n_true, len(task.facts), k)
+            )
+            rows.append(
+                dict(
+                    method="chance",
+                    protocol=protocol,
+                    scope="all",
+                    candidates=ALL,
+                    metric=f"K{k}",
+                    paper=None,
+                    ours=k_all,
+                )
+            )
+            rows.append(
+                dict(
+                    method="chance",
+                    protocol=protocol,
+                    scope="all",
+                    candidates=SAME_ORDER,
+                    metric=f"K{k}",
+                    paper=None,
+                    ours=100.0 * float((k / n_typed).clamp(max=1).mean()),
+                )
+            )
     return rows
 
 
@@ -266,10 +417,28 @@ def generalisation_rows(method: str, dist: torch.Tensor, task: FactTask, cases: 
             target = torch.as_tensor(img_fact)[sel]
             for candidates, (s, t) in ((ALL, (p.scores, p.truth)), (SAME_ORDER, typed)):
                 value = p.topk(s[sel], t[sel], target, ks=(10,))["K10"] if bool(sel.any()) else float("nan")
-                rows.append(dict(method=method, protocol=p.name, case=case, candidates=candidates, metric="K10",
-                                 paper=paper_k10.get(method) if candidates == ALL else None, ours=value))
-            rows.append(dict(method=method, protocol=p.name, case=case, candidates="", metric="facts",
-                             paper=paper_facts, ours=float(len(fact_ids))))
+                rows.append(
+                    dict(
+                        method=method,
+                        protocol=p.name,
+                        case=case,
+                        candidates=candidates,
+                        metric="K10",
+                        paper=paper_k10.get(method) if candidates == ALL else None,
+                        ours=value,
+                    )
+                )
+            rows.append(
+                dict(
+                    method=method,
+                    protocol=p.name,
+                    case=case,
+                    candidates="",
+                    metric="facts",
+                    paper=paper_facts,
+                    ours=float(len(fact_ids)),
+                )
+            )
     return rows
 
 
@@ -286,8 +455,14 @@ def frozen_features(cnn, images: np.ndarray, batch: int = 256) -> np.ndarray:
     cnn.eval()
     device = next(cnn.parameters()).device
     with torch.no_grad():
-        return torch.cat([torch.nn.functional.adaptive_avg_pool2d(cnn.feature_map(to_input(images[i:i + batch], device)), 2)
-                          .flatten(1).cpu() for i in range(0, len(images), batch)]).numpy()  # (N, C * 4)
+        return torch.cat(
+            [
+                torch.nn.functional.adaptive_avg_pool2d(cnn.feature_map(to_input(images[i : i + batch], device)), 2)
+                .flatten(1)
+                .cpu()
+                for i in range(0, len(images), batch)
+            ]
+        ).numpy()  # (N, C * 4)
 
 
 def baseline_distances(task: FactTask, train_x: np.ndarray, test_x: np.ndarray, cfg: dict) -> dict[str, torch.Tensor]:
@@ -298,7 +473,9 @@ def baseline_distances(task: FactTask, train_x: np.ndarray, test_x: np.ndarray, 
     seen = np.flatnonzero(task.train_counts > 0)
     index = np.full(len(task.facts), -1)
     index[seen] = np.arange(len(seen))
-    ez = ESZSL.fit(train_x, index[task.train.fact], lang[seen], cfg.get("eszsl_gamma", 1.0), cfg.get("eszsl_lambda", 1.0))
+    ez = ESZSL.fit(
+        train_x, index[task.train.fact], lang[seen], cfg.get("eszsl_gamma", 1.0), cfg.get("eszsl_lambda", 1.0)
+    )
     cca = MultiviewCCA.fit(train_x, lang[task.train.fact], k=cfg.get("cca_dim", 64), reg=cfg.get("cca_reg", 1e-3))
     return {"ESZSL": ez.distance(test_x, lang), "MV CCA": cca.distance(test_x, lang)}
 
@@ -308,9 +485,12 @@ def baseline_distances(task: FactTask, train_x: np.ndarray, test_x: np.ndarray, 
 
 PAPER_TABLE4["SEM-A, S/P/O averaged (ablation)"] = (PAPER_STRUCTURE_ABLATION_K1, None, None, None)
 # Sherlock's Table 1 on 6DS (186 facts, the largest of its Table 1 sets): (i2f top-1, f2i mAP).
-PAPER_TABLE1 = {("order-embeddings (symm.)", "captions"): (15.71, 9.37),
-                ("order-embeddings (symm.)", "fact phrases"): (26.13, 26.17),
-                ("order-embeddings", "captions"): (12.56, 10.21), ("order-embeddings", "fact phrases"): (31.57, 35.23)}
+PAPER_TABLE1 = {
+    ("order-embeddings (symm.)", "captions"): (15.71, 9.37),
+    ("order-embeddings (symm.)", "fact phrases"): (26.13, 26.17),
+    ("order-embeddings", "captions"): (12.56, 10.21),
+    ("order-embeddings", "fact phrases"): (31.57, 35.23),
+}
 SEM_ROWS = {  # method -> SEMConfig fields
     "SEM-A": dict(branched=True),
     "SEM-B": dict(branched=False),
@@ -357,8 +537,18 @@ def _slug(method: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in method.lower())
 
 
-def train_sem_rows(cfg: dict, data: FactData, cnn, workdir, device="cpu", progress: bool = True,
-                   rows=None, epochs: int | None = None, seed: int | None = None, workers: int = 1) -> dict[str, dict]:
+def train_sem_rows(
+    cfg: dict,
+    data: FactData,
+    cnn,
+    workdir,
+    device="cpu",
+    progress: bool = True,
+    rows=None,
+    epochs: int | None = None,
+    seed: int | None = None,
+    workers: int = 1,
+) -> dict[str, dict]:
     """Train every SEM row (epochs chosen on the dev images' fact -> image mAP); return method ->
     {"dist": (test images, facts), "fit": FitResult}. `seed` (default cfg["seed"]) seeds the
     models' initialisation and batch order only: the data are `data`'s whatever the seed. With
@@ -374,9 +564,26 @@ def train_sem_rows(cfg: dict, data: FactData, cnn, workdir, device="cpu", progre
     rows = list(rows or SEM_ROWS)
     here = {}
     if workers > 1 and len(rows) > 1:
-        here = run_in_workers(_train_row_job, {m: dict(kind="sem", cfg=cfg, data=data, cnn=cnn, workdir=workdir,
-                                                       device=str(device), method=m, epochs=epochs, seed=seed)
-                                               for m in rows}, workers, progress=progress, desc="SEM rows")
+        here = run_in_workers(
+            _train_row_job,
+            {
+                m: dict(
+                    kind="sem",
+                    cfg=cfg,
+                    data=data,
+                    cnn=cnn,
+                    workdir=workdir,
+                    device=str(device),
+                    method=m,
+                    epochs=epochs,
+                    seed=seed,
+                )
+                for m in rows
+            },
+            workers,
+            progress=progress,
+            desc="SEM rows",
+        )
     for method in rows:
         fields = {**cfg["sem"], **SEM_ROWS[method], "seed": seed}
         if fields.get("objective") == "order":
@@ -389,14 +596,28 @@ def train_sem_rows(cfg: dict, data: FactData, cnn, workdir, device="cpu", progre
             d = distances(model, data.images["dev"], task.language, task.orders, average)  # (dev images, facts)
             return {"dev mAP": fact_map(d.T, task.dev.fact, torch.arange(len(task.facts)))}
 
-        model, fitted = train_sem(scfg, cnn, data.images["train"], task.language[task.train.fact],
-                                  task.orders[task.train.fact], dev_map, "dev mAP",
-                                  workdir / f"{_slug(method)}_{len(task.facts)}{suffix}.pt", progress, device, key,
-                                  fact=task.train.fact, implied=implied)
+        model, fitted = train_sem(
+            scfg,
+            cnn,
+            data.images["train"],
+            task.language[task.train.fact],
+            task.orders[task.train.fact],
+            dev_map,
+            "dev mAP",
+            workdir / f"{_slug(method)}_{len(task.facts)}{suffix}.pt",
+            progress,
+            device,
+            key,
+            fact=task.train.fact,
+            implied=implied,
+        )
         if method in here:  # trained by a worker in this run: loaded here, not resumed
             fitted.resumed = here[method]["resumed"]
-        out[method] = {"dist": distances(model, data.images["test"], task.language, task.orders, scfg.average),
-                       "fit": fitted, "model": model}
+        out[method] = {
+            "dist": distances(model, data.images["test"], task.language, task.orders, scfg.average),
+            "fit": fitted,
+            "model": model,
+        }
     return out
 
 
@@ -424,8 +645,10 @@ def phrase_distances(model, features: torch.Tensor, facts: list[Fact], vocab) ->
     tokens, lengths = vocab.encode([caption_tokenize(f.phrase()) for f in facts])
     model.eval()
     with torch.no_grad():
-        return model.penalty_matrix(model.images(torch.as_tensor(features, dtype=torch.float32).to(dev)),
-                                    model.captions(tokens.to(dev), lengths)).cpu()
+        return model.penalty_matrix(
+            model.images(torch.as_tensor(features, dtype=torch.float32).to(dev)),
+            model.captions(tokens.to(dev), lengths),
+        ).cpu()
 
 
 def caption_trained_rows(cfg: dict, data: FactData, workdir, device="cpu", progress: bool = True) -> dict[str, dict]:
@@ -441,12 +664,19 @@ def caption_trained_rows(cfg: dict, data: FactData, workdir, device="cpu", progr
     grey = data.images["test"].mean(-1).round().astype(np.uint8)  # (N, 64, 64)
     feats, _ = scene_features(sd.cnn, grey)
     unknown = sorted({w for f in data.task.facts for w in f.phrase().split() if w not in rd.vocab.index})
-    return {f"{m}, caption-trained": {"dist": phrase_distances(trained.results[m].model, feats, data.task.facts, rd.vocab),
-                                      "fit": trained.results[m], "unknown words": unknown} for m in CAPTION_METHODS}
+    return {
+        f"{m}, caption-trained": {
+            "dist": phrase_distances(trained.results[m].model, feats, data.task.facts, rd.vocab),
+            "fit": trained.results[m],
+            "unknown words": unknown,
+        }
+        for m in CAPTION_METHODS
+    }
 
 
-def caption_retrained_rows(cfg: dict, data: FactData, workdir, device="cpu", progress: bool = True,
-                           rows=CAPTION_METHODS, workers: int = 1) -> dict[str, dict]:
+def caption_retrained_rows(
+    cfg: dict, data: FactData, workdir, device="cpu", progress: bool = True, rows=CAPTION_METHODS, workers: int = 1
+) -> dict[str, dict]:
     """The same caption models retrained on (fact image, fact phrase) pairs ("sandal left of bag"),
     on the frozen features the closed-form baselines use; epochs chosen on the dev images. With
     `workers` > 1, the rows train side by side in one-thread processes (training.workers)."""
@@ -458,22 +688,39 @@ def caption_retrained_rows(cfg: dict, data: FactData, workdir, device="cpu", pro
 
     task = data.task
     phrases = [caption_tokenize(f.phrase()) for f in task.facts]
-    rd = prepare({s: (torch.as_tensor(data.features[s]),
-                      [phrases[f] for f in getattr(task, s).fact for _ in range(CAPTIONS_PER_IMAGE)])
-                  for s in ("train", "dev", "test")})
+    rd = prepare(
+        {
+            s: (
+                torch.as_tensor(data.features[s]),
+                [phrases[f] for f in getattr(task, s).fact for _ in range(CAPTIONS_PER_IMAGE)],
+            )
+            for s in ("train", "dev", "test")
+        }
+    )
     ocfg = oe.PRESETS[cfg["base"]]
     rows, out, here = list(rows), {}, {}
     if workers > 1 and len(rows) > 1:
-        here = run_in_workers(_train_row_job, {m: dict(kind="retrained", cfg=cfg, data=data, workdir=workdir,
-                                                       device=str(device), method=m) for m in rows},
-                              workers, progress=progress, desc="retrained caption rows")
+        here = run_in_workers(
+            _train_row_job,
+            {
+                m: dict(kind="retrained", cfg=cfg, data=data, workdir=workdir, device=str(device), method=m)
+                for m in rows
+            },
+            workers,
+            progress=progress,
+            desc="retrained caption rows",
+        )
     for m in rows:
         rcfg = replace(oe.row_config(m, ocfg), epochs=cfg["caption_epochs"], seed=cfg["seed"])
-        res = train_retrieval_model(rd, rcfg, device, workdir / f"retrained_{_slug(m)}_{len(task.facts)}.pt", progress, m)
+        res = train_retrieval_model(
+            rd, rcfg, device, workdir / f"retrained_{_slug(m)}_{len(task.facts)}.pt", progress, m
+        )
         if m in here:  # trained by a worker in this run: loaded here, not resumed
             res.resumed = here[m]["resumed"]
-        out[f"{m}, retrained on facts"] = {"dist": phrase_distances(res.model, data.features["test"], task.facts, rd.vocab),
-                                           "fit": res}
+        out[f"{m}, retrained on facts"] = {
+            "dist": phrase_distances(res.model, data.features["test"], task.facts, rd.vocab),
+            "fit": res,
+        }
     return out
 
 
@@ -488,8 +735,10 @@ def table1(results: dict, task: FactTask) -> pd.DataFrame:
             paper = PAPER_TABLE1[(m, training)]
             for p in protocols(method, results[method]["dist"], task):
                 values = (p.topk(p.scores, p.truth, img_fact, ks=(1,))["K1"], p.map(torch.unique(img_fact)))
-                rows += [dict(method=m, protocol=p.name, training=training, metric=metric, paper=pv, ours=v)
-                         for metric, pv, v in zip(("i2f top-1", "f2i mAP"), paper, values)]
+                rows += [
+                    dict(method=m, protocol=p.name, training=training, metric=metric, paper=pv, ours=v)
+                    for metric, pv, v in zip(("i2f top-1", "f2i mAP"), paper, values)
+                ]
     return pd.DataFrame(rows)
 
 
@@ -498,8 +747,9 @@ def table4(results: dict, task: FactTask) -> pd.DataFrame:
     return pd.DataFrame(rows + chance_rows(task))
 
 
-def scoring_rows(results: dict, data: FactData, methods=("SEM-A", "SEM-B"),
-                 metrics=("euc", "cos", "dot")) -> pd.DataFrame:
+def scoring_rows(
+    results: dict, data: FactData, methods=("SEM-A", "SEM-B"), metrics=("euc", "cos", "dot")
+) -> pd.DataFrame:
     """The v2 script's three scorings (GetX_Scores.m: euc, cos, dot) of the SEM rows' slot
     embeddings, each fact compared on its own slots (eval.facts.slot_scores, in blocks of images),
     under the `implied` protocol: image -> fact K1/5/10 among all facts, fact -> image mAP / mAP@100.
@@ -517,8 +767,11 @@ def scoring_rows(results: dict, data: FactData, methods=("SEM-A", "SEM-B"),
         for metric in metrics:
             s = slot_scores(v, task.language, task.orders, metric)
             q = -s[:, qf].T
-            values = {**implied_topk(s, truth), "mAP": fact_map(q, None, None, relevant=truth.T[qf]),
-                      "mAP@100": fact_map(q, None, None, 100, relevant=truth.T[qf])}
+            values = {
+                **implied_topk(s, truth),
+                "mAP": fact_map(q, None, None, relevant=truth.T[qf]),
+                "mAP@100": fact_map(q, None, None, 100, relevant=truth.T[qf]),
+            }
             rows += [dict(method=m, protocol=IMPLIED, scoring=metric, metric=k, ours=x) for k, x in values.items()]
     return pd.DataFrame(rows)
 
@@ -547,10 +800,21 @@ def images_per_fact_curve(results: dict, task: FactTask, bins=FIG7_BINS) -> pd.D
             s = torch.as_tensor(sel)
             for m in results:
                 p = next(v for v in views[m] if v.name == protocol)
-                value = (p.topk(p.scores[s], p.truth[s], torch.as_tensor(img_fact[sel]), ks=(10,))["K10"]
-                         if sel.any() else np.nan)
-                rows.append(dict(bin=label, facts=len(np.unique(img_fact[sel])), images=int(sel.sum()), method=m,
-                                 protocol=protocol, K10=value))
+                value = (
+                    p.topk(p.scores[s], p.truth[s], torch.as_tensor(img_fact[sel]), ks=(10,))["K10"]
+                    if sel.any()
+                    else np.nan
+                )
+                rows.append(
+                    dict(
+                        bin=label,
+                        facts=len(np.unique(img_fact[sel])),
+                        images=int(sel.sum()),
+                        method=m,
+                        protocol=protocol,
+                        K10=value,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
@@ -561,8 +825,15 @@ def scale_point(results: dict, task: FactTask) -> list[dict]:
     for m, res in results.items():
         for p in protocols(m, res["dist"], task):
             for c, (s, t) in ((ALL, (p.scores, p.truth)), (SAME_ORDER, p.typed(task))):
-                points.append(dict(facts=len(task.facts), method=m, protocol=p.name, candidates=c,
-                                   K1=p.topk(s, t, img_fact, ks=(1,))["K1"]))
+                points.append(
+                    dict(
+                        facts=len(task.facts),
+                        method=m,
+                        protocol=p.name,
+                        candidates=c,
+                        K1=p.topk(s, t, img_fact, ks=(1,))["K1"],
+                    )
+                )
     return points
 
 
@@ -572,10 +843,13 @@ def examples(dist: torch.Tensor, task: FactTask, n_images: int = 6, n_facts: int
     rng = np.random.default_rng(seed)
     img_fact = np.asarray(task.test.fact)
     orders = task.orders.numpy()
-    picks = np.concatenate([rng.choice(np.flatnonzero(orders[img_fact] == o), n_images // 3, replace=False)
-                            for o in (1, 2, 3)])
-    i2f = [(int(i), str(task.facts[img_fact[i]]), [str(task.facts[j]) for j in dist[i].argsort()[:k].tolist()])
-           for i in picks]
+    picks = np.concatenate(
+        [rng.choice(np.flatnonzero(orders[img_fact] == o), n_images // 3, replace=False) for o in (1, 2, 3)]
+    )
+    i2f = [
+        (int(i), str(task.facts[img_fact[i]]), [str(task.facts[j]) for j in dist[i].argsort()[:k].tolist()])
+        for i in picks
+    ]
     seen_spo = np.flatnonzero((orders == 3) & (task.train_counts > 0))
     f2i = []
     for f in rng.choice(seen_spo, n_facts, replace=False):
@@ -587,8 +861,11 @@ def examples(dist: torch.Tensor, task: FactTask, n_images: int = 6, n_facts: int
 def model_records(results: dict[str, dict], cnn) -> dict[str, dict]:
     """The pre-trained CNN (shared with notebook 08) and every trained row (closed-form ones have no
     "fit"): reports.model_record each, for the .meta.json's `training` block."""
-    rows = {m: model_record(r["fit"].seconds, r["fit"].trained_at, r["fit"].resumed, epochs_run=len(r["fit"].history))
-            for m, r in results.items() if "fit" in r}
+    rows = {
+        m: model_record(r["fit"].seconds, r["fit"].trained_at, r["fit"].resumed, epochs_run=len(r["fit"].history))
+        for m, r in results.items()
+        if "fit" in r
+    }
     return {"pre-trained CNN (notebook 08's)": cnn.provenance, **rows}
 
 
@@ -601,12 +878,26 @@ def source() -> str:
 def data_fingerprint(task: FactTask) -> str:
     from orderlib.checkpoint import fingerprint
 
-    return fingerprint(task.train.fingerprint(), task.test.fingerprint(),
-                       task.dev.fingerprint() if task.dev is not None else "", task.language)
+    return fingerprint(
+        task.train.fingerprint(),
+        task.test.fingerprint(),
+        task.dev.fingerprint() if task.dev is not None else "",
+        task.language,
+    )
 
 
-def scale_curve(cfg: dict, results: dict, task: FactTask, words: dict, cnn, workdir, device="cpu",
-                progress: bool = True, methods=("SEM-A", "SEM-B", "MV CCA", "ESZSL"), workers: int = 1) -> pd.DataFrame:
+def scale_curve(
+    cfg: dict,
+    results: dict,
+    task: FactTask,
+    words: dict,
+    cnn,
+    workdir,
+    device="cpu",
+    progress: bool = True,
+    methods=("SEM-A", "SEM-B", "MV CCA", "ESZSL"),
+    workers: int = 1,
+) -> pd.DataFrame:
     """Figure 4: K1 of `methods` on the full stand-in (from `results`) and on the stand-ins of the
     first k objects for k in cfg["scale_objects"] (training images in proportion to the facts;
     SEM rows retrained for cfg["scale_epochs"], closed-form baselines refitted)."""
@@ -614,9 +905,17 @@ def scale_curve(cfg: dict, results: dict, task: FactTask, words: dict, cnn, work
     for k in cfg["scale_objects"]:
         sub_cfg = {**cfg, "train_images": int(round(cfg["train_images"] * len(facts_of(k)) / len(task.facts)))}
         sub = fact_data(sub_cfg, words, cnn, objects=k)
-        sub_results = train_sem_rows(sub_cfg, sub, cnn, workdir, device, progress,
-                                     rows=[m for m in methods if m in SEM_ROWS], epochs=cfg["scale_epochs"],
-                                     workers=workers)
+        sub_results = train_sem_rows(
+            sub_cfg,
+            sub,
+            cnn,
+            workdir,
+            device,
+            progress,
+            rows=[m for m in methods if m in SEM_ROWS],
+            epochs=cfg["scale_epochs"],
+            workers=workers,
+        )
         sub_results.update({m: r for m, r in closed_form_rows(sub_cfg, sub).items() if m in methods})
         points += scale_point(sub_results, sub.task)
     return pd.DataFrame(points)

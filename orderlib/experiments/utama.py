@@ -10,6 +10,7 @@ al.'s closed world (rank the unseen test pairs) and the generalised one (seen an
 calibration-bias sweep). Epochs are chosen on the validation pairs (generalised AUC), never on
 test.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,15 +24,33 @@ import pandas as pd
 import torch
 
 from orderlib.checkpoint import cached, code_version, fingerprint
-from orderlib.data.attributes import (ATTRIBUTES, ATTRS, OBJECTS, VERSION, make_attribute_images, plain_images,
-                                      render_item, split_pairs)
+from orderlib.data.attributes import (
+    ATTRIBUTES,
+    ATTRS,
+    OBJECTS,
+    VERSION,
+    make_attribute_images,
+    plain_images,
+    render_item,
+    split_pairs,
+)
 from orderlib.data.fashion_mnist import SYNSETS, ensure_fashion_mnist, load_fashion_mnist
 from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, train_item_cnn
-from orderlib.encoders.skipgram import (SkipGramConfig, definition_vectors, lemma_vectors, load_word_vectors,
-                                        train_skipgram, wordnet_corpus)
-from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep, topk_accuracy
-from orderlib.eval.compositional import context_dependence  # noqa: F401 (the notebook calls exp.context_dependence)
+from orderlib.encoders.skipgram import (
+    SkipGramConfig,
+    definition_vectors,
+    lemma_vectors,
+    load_word_vectors,
+    train_skipgram,
+    wordnet_corpus,
+)
+from orderlib.eval.compositional import (
+    accuracy_at_bias,
+    context_dependence,  # noqa: F401 (the notebook calls exp.context_dependence)
+    generalised_sweep,
+    topk_accuracy,
+)
 from orderlib.params import device, existing, matmul, one_of, workers
 from orderlib.reports import model_record
 from orderlib.training.composition import CRF, CompositionConfig, predict_scores, train_recogniser
@@ -69,17 +88,38 @@ MAIN = "VSE++, RNN (LSTM) text encoder"  # the model of Tables 2 and 3
 ARITHMETIC = ("VSE++, RNN (LSTM) text encoder", "VSE++, RNN (GRU) text encoder")
 
 PRESETS = {
-    "full": dict(seed=0, unseen=dict(val=30, test=50), per_pair=dict(train=100, val=20, test_seen=15, test_unseen=40),
-                 cnn=dict(width=32, epochs=3), cnn_items=50000, skipgram=dict(dim=300, epochs=5),
-                 train=dict(epochs=20, dim=256, hidden=256, tensor_dim=32, batch=64), finetune_epochs=20,
-                 context_items=50),
-    "small": dict(seed=0, unseen=dict(val=30, test=50), per_pair=dict(train=12, val=3, test_seen=2, test_unseen=6),
-                  cnn=dict(width=16, epochs=1), cnn_items=10000, skipgram=dict(dim=50, epochs=1),
-                  train=dict(epochs=3, dim=64, hidden=64, tensor_dim=8, batch=32), finetune_epochs=1,
-                  context_items=8),
+    "full": dict(
+        seed=0,
+        unseen=dict(val=30, test=50),
+        per_pair=dict(train=100, val=20, test_seen=15, test_unseen=40),
+        cnn=dict(width=32, epochs=3),
+        cnn_items=50000,
+        skipgram=dict(dim=300, epochs=5),
+        train=dict(epochs=20, dim=256, hidden=256, tensor_dim=32, batch=64),
+        finetune_epochs=20,
+        context_items=50,
+    ),
+    "small": dict(
+        seed=0,
+        unseen=dict(val=30, test=50),
+        per_pair=dict(train=12, val=3, test_seen=2, test_unseen=6),
+        cnn=dict(width=16, epochs=1),
+        cnn_items=10000,
+        skipgram=dict(dim=50, epochs=1),
+        train=dict(epochs=3, dim=64, hidden=64, tensor_dim=8, batch=32),
+        finetune_epochs=1,
+        context_items=8,
+    ),
 }
-PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "WORD_VECTORS": existing("file"),
-              "MIT_STATES": existing("dir"), "MIT_FEATURES": existing("file"), "WORKERS": workers}
+PARAMETERS = {
+    "PRESET": one_of(PRESETS),
+    "MATMUL": matmul,
+    "DEVICE": device,
+    "WORD_VECTORS": existing("file"),
+    "MIT_STATES": existing("dir"),
+    "MIT_FEATURES": existing("file"),
+    "WORKERS": workers,
+}
 
 
 @dataclass
@@ -95,16 +135,19 @@ class Task:
     notes: dict = field(default_factory=dict)
 
     def fingerprint(self) -> str:
-        return fingerprint(*[torch.as_tensor(self.labels[s]) for s in ("train", "val", "test")],
-                           *[torch.as_tensor(self.pairs[k]) for k in sorted(self.pairs)],
-                           *[self.features[s] for s in ("train", "val", "test")])
+        return fingerprint(
+            *[torch.as_tensor(self.labels[s]) for s in ("train", "val", "test")],
+            *[torch.as_tensor(self.pairs[k]) for k in sorted(self.pairs)],
+            *[self.features[s] for s in ("train", "val", "test")],
+        )
 
     def candidates(self, split: str) -> tuple[np.ndarray, np.ndarray]:
         """Generalised candidates of val or test: seen + that split's unseen pairs, and the
         unseen mask (P,)."""
         un = self.pairs[f"{split}_unseen"]
-        return np.concatenate([self.pairs["seen"], un]), np.r_[np.zeros(len(self.pairs["seen"]), bool),
-                                                               np.ones(len(un), bool)]
+        return np.concatenate([self.pairs["seen"], un]), np.r_[
+            np.zeros(len(self.pairs["seen"]), bool), np.ones(len(un), bool)
+        ]
 
 
 def _pair_index(labels: np.ndarray, pairs: np.ndarray) -> np.ndarray:
@@ -154,9 +197,16 @@ def pretrain_cnn(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
     k = cfg["cnn_items"]
     x = plain_images(train, np.arange(k), cfg["seed"])
     hx = plain_images(train, np.arange(50000, 52000), cfg["seed"] + 1)
-    return train_item_cnn(x, train.labels[:k], hx, train.labels[50000:52000],
-                          CNNConfig(**cfg["cnn"], seed=cfg["seed"], in_channels=3), device,
-                          Path(workdir) / "cnn.pt", progress)
+    return train_item_cnn(
+        x,
+        train.labels[:k],
+        hx,
+        train.labels[50000:52000],
+        CNNConfig(**cfg["cnn"], seed=cfg["seed"], in_channels=3),
+        device,
+        Path(workdir) / "cnn.pt",
+        progress,
+    )
 
 
 def standin_task(cfg: dict, cnn: ItemCNN) -> Task:
@@ -164,29 +214,48 @@ def standin_task(cfg: dict, cnn: ItemCNN) -> Task:
     pairs = split_pairs(cfg["unseen"]["val"], cfg["unseen"]["test"], cfg["seed"])
     train, test = load_fashion_mnist("train"), load_fashion_mnist("test")
     pp, s = cfg["per_pair"], cfg["seed"]
-    sets = {"train": [make_attribute_images(train, "train", pairs["seen"], pp["train"], s)],
-            "val": [make_attribute_images(train, "dev", pairs["seen"], pp["val"], s),
-                    make_attribute_images(train, "dev", pairs["val_unseen"], pp["val"], s)],
-            "test": [make_attribute_images(test, "test", pairs["seen"], pp["test_seen"], s),
-                     make_attribute_images(test, "test", pairs["test_unseen"], pp["test_unseen"], s)]}
+    sets = {
+        "train": [make_attribute_images(train, "train", pairs["seen"], pp["train"], s)],
+        "val": [
+            make_attribute_images(train, "dev", pairs["seen"], pp["val"], s),
+            make_attribute_images(train, "dev", pairs["val_unseen"], pp["val"], s),
+        ],
+        "test": [
+            make_attribute_images(test, "test", pairs["seen"], pp["test_seen"], s),
+            make_attribute_images(test, "test", pairs["test_unseen"], pp["test_unseen"], s),
+        ],
+    }
     images = {k: np.concatenate([d.render() for d in v]) for k, v in sets.items()}
     labels = {k: np.concatenate([d.labels for d in v]) for k, v in sets.items()}
     feats = {k: item_features(cnn, v) for k, v in images.items()}
-    notes = {"data": VERSION, "images": {k: len(v) for k, v in labels.items()},
-             "pairs": {k: len(v) for k, v in pairs.items()},
-             "split fingerprints": {k: [d.fingerprint()[:16] for d in v] for k, v in sets.items()}}
+    notes = {
+        "data": VERSION,
+        "images": {k: len(v) for k, v in labels.items()},
+        "pairs": {k: len(v) for k, v in pairs.items()},
+        "split fingerprints": {k: [d.fingerprint()[:16] for d in v] for k, v in sets.items()},
+    }
     return Task(list(ATTRS), list(OBJECTS), pairs, feats, labels, images, notes)
 
 
 def row_config(cfg: dict, row: str) -> CompositionConfig:
     settings = dict(ROWS[row])
     finetune = settings.pop("finetune", False)
-    return CompositionConfig(**{**cfg["train"], **settings}, seed=cfg["seed"],
-                             finetune_epochs=cfg["finetune_epochs"] if finetune else 0)
+    return CompositionConfig(
+        **{**cfg["train"], **settings}, seed=cfg["seed"], finetune_epochs=cfg["finetune_epochs"] if finetune else 0
+    )
 
 
-def train_rows(cfg: dict, task: Task, vectors: np.ndarray, workdir: Path, cnn: ItemCNN | None = None,
-               device="cpu", progress: bool = True, rows=tuple(ROWS), workers: int = 1) -> dict:
+def train_rows(
+    cfg: dict,
+    task: Task,
+    vectors: np.ndarray,
+    workdir: Path,
+    cnn: ItemCNN | None = None,
+    device="cpu",
+    progress: bool = True,
+    rows=tuple(ROWS),
+    workers: int = 1,
+) -> dict:
     """Train every row's model on the seen pairs; epochs chosen on validation AUC. With `workers`
     > 1, the rows train side by side in that many one-thread processes (training.workers)."""
     val_pairs, val_unseen = task.candidates("val")
@@ -201,29 +270,54 @@ def train_rows(cfg: dict, task: Task, vectors: np.ndarray, workdir: Path, cnn: I
     rows = [r for r in rows if not (row_config(cfg, r).finetune_epochs and not task.images)]
     here = {}
     if workers > 1 and len(rows) > 1:
-        here = run_in_workers(_train_row_job, {r: dict(cfg=cfg, task=task, vectors=vectors, workdir=Path(workdir),
-                                                       cnn=cnn, device=str(device), row=r) for r in rows},
-                              workers, {r: ROW_COST.get(r, 1.0) for r in rows}, progress, "Utama rows")
+        here = run_in_workers(
+            _train_row_job,
+            {
+                r: dict(cfg=cfg, task=task, vectors=vectors, workdir=Path(workdir), cnn=cnn, device=str(device), row=r)
+                for r in rows
+            },
+            workers,
+            {r: ROW_COST.get(r, 1.0) for r in rows},
+            progress,
+            "Utama rows",
+        )
     out = {}
     for row in rows:
         rc = row_config(cfg, row)
         t0 = time.perf_counter()
         finetune_cnn = copy.deepcopy(cnn) if rc.finetune_epochs else None  # the frozen one stays as it is
-        model, fits = train_recogniser(rc, vectors, len(task.attrs), task.features["train"], task.labels["train"],
-                                       task.pairs["seen"], evaluate, "val_auc",
-                                       Path(workdir) / f"row_{row_slug(row)}.pt", progress, device, finetune_cnn,
-                                       task.images.get("train"), data_key)
+        model, fits = train_recogniser(
+            rc,
+            vectors,
+            len(task.attrs),
+            task.features["train"],
+            task.labels["train"],
+            task.pairs["seen"],
+            evaluate,
+            "val_auc",
+            Path(workdir) / f"row_{row_slug(row)}.pt",
+            progress,
+            device,
+            finetune_cnn,
+            task.images.get("train"),
+            data_key,
+        )
         if row in here:  # trained by a worker in this run: loaded here, not resumed
             for f, resumed in zip(fits, here[row]["resumed"]):
                 f.resumed = resumed
-        out[row] = {"model": model, "fits": fits, "seconds": sum(f.seconds for f in fits),
-                    "wall_seconds": here[row]["wall_seconds"] if row in here else time.perf_counter() - t0,
-                    "trained_at": fits[0].trained_at}
+        out[row] = {
+            "model": model,
+            "fits": fits,
+            "seconds": sum(f.seconds for f in fits),
+            "wall_seconds": here[row]["wall_seconds"] if row in here else time.perf_counter() - t0,
+            "trained_at": fits[0].trained_at,
+        }
     return out
 
 
-def _train_row_job(cfg: dict, task: Task, vectors: np.ndarray, workdir: Path, cnn: ItemCNN | None, device: str,
-                   row: str) -> dict:
+def _train_row_job(
+    cfg: dict, task: Task, vectors: np.ndarray, workdir: Path, cnn: ItemCNN | None, device: str, row: str
+) -> dict:
     """A worker's job: train one row into its checkpoint; return its fits' resumed flags and wall time."""
     t = train_rows(cfg, task, vectors, workdir, cnn, device, False, [row])[row]
     return {"resumed": [f.resumed for f in t["fits"]], "wall_seconds": t["wall_seconds"]}
@@ -250,8 +344,10 @@ def table1(trained: dict, task: Task) -> pd.DataFrame:
     p = len(closed)
     chance = {f"top-{k}": 100.0 * k / p for k in (1, 2, 3)}
     chance["average"] = float(np.mean(list(chance.values())))
-    rows += [dict(method="chance", protocol="closed world", metric=m, paper=PAPER_TABLE1["chance"][i], ours=v)
-             for i, (m, v) in enumerate(chance.items())]
+    rows += [
+        dict(method="chance", protocol="closed world", metric=m, paper=PAPER_TABLE1["chance"][i], ours=v)
+        for i, (m, v) in enumerate(chance.items())
+    ]
     for name, t in trained.items():
         model = t["model"]
         x_test = inputs(task, model, "test")
@@ -261,8 +357,15 @@ def table1(trained: dict, task: Task) -> pd.DataFrame:
             rows.append(dict(method=name, protocol="closed world", metric=m, paper=paper[i], ours=v))
         if isinstance(model, CRF):
             pick = model.max_marginal(x_test[test_un], torch.as_tensor(closed)).cpu().numpy()
-            rows.append(dict(method=name, protocol="closed world", metric="top-1 (max-marginal inference)",
-                             paper=None, ours=100.0 * float((pick == target).mean())))
+            rows.append(
+                dict(
+                    method=name,
+                    protocol="closed world",
+                    metric="top-1 (max-marginal inference)",
+                    paper=None,
+                    ours=100.0 * float((pick == target).mean()),
+                )
+            )
         gen_scores = predict_scores(model, x_test, gen_pairs)
         sweep = generalised_sweep(gen_scores, gen_target, gen_unseen)
         val = generalised_sweep(predict_scores(model, inputs(task, model, "val"), val_pairs), val_target, val_unseen)
@@ -270,8 +373,15 @@ def table1(trained: dict, task: Task) -> pd.DataFrame:
         for m in ("best seen", "best unseen", "best hm", "auc"):
             rows.append(dict(method=name, protocol="generalised", metric=m, paper=None, ours=sweep[m]))
         for m in ("seen", "unseen", "hm"):
-            rows.append(dict(method=name, protocol="generalised", metric=f"{m} at the val-chosen bias",
-                             paper=None, ours=at_val[m]))
+            rows.append(
+                dict(
+                    method=name,
+                    protocol="generalised",
+                    metric=f"{m} at the val-chosen bias",
+                    paper=None,
+                    ours=at_val[m],
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -284,8 +394,14 @@ def context_shifts(cfg: dict, cnn: ItemCNN) -> np.ndarray:
     for o in range(len(OBJECTS)):
         items = rng.choice(np.flatnonzero(train.labels[:50000] == o), cfg["context_items"], replace=False)
         plain = item_features(cnn, np.stack([render_item(train.images[i], None, o) for i in items]))
-        out.append([(item_features(cnn, np.stack([render_item(train.images[i], a, o, seed=int(i)) for i in items]))
-                     - plain).mean(0).numpy() for a in ATTRS])
+        out.append(
+            [
+                (item_features(cnn, np.stack([render_item(train.images[i], a, o, seed=int(i)) for i in items])) - plain)
+                .mean(0)
+                .numpy()
+                for a in ATTRS
+            ]
+        )
     return np.stack(out, 1)  # (A, O, F)
 
 
@@ -293,7 +409,9 @@ def pair_name(task: Task, pair) -> str:
     return f"{task.attrs[pair[0]]} {task.objs[pair[1]]}"
 
 
-def table2(trained: dict, task: Task, dependence: np.ndarray, n_examples: int = 10, seed: int = 0) -> tuple[pd.DataFrame, list]:
+def table2(
+    trained: dict, task: Task, dependence: np.ndarray, n_examples: int = 10, seed: int = 0
+) -> tuple[pd.DataFrame, list]:
     """Top-5 closed-world predictions of the main model for one test image of each of
     `n_examples` unseen pairs, and the per-attribute breakdown over all unseen test images
     (pair, attribute and object right at top-1), beside each attribute's context dependence."""
@@ -305,30 +423,66 @@ def table2(trained: dict, task: Task, dependence: np.ndarray, n_examples: int = 
         scores = predict_scores(model, inputs(task, model, "test")[test_un], closed)
         top = scores.argsort(1, descending=True)[:, :5].numpy()
         if name == MAIN:
-            picks = [int(rng.choice(np.flatnonzero(target == p))) for p in
-                     rng.choice(np.unique(target), min(n_examples, len(np.unique(target))), replace=False)]
+            picks = [
+                int(rng.choice(np.flatnonzero(target == p)))
+                for p in rng.choice(np.unique(target), min(n_examples, len(np.unique(target))), replace=False)
+            ]
             for j in picks:
                 gt = pair_name(task, closed[target[j]])
                 examples.append((int(test_un[j]), gt, [pair_name(task, closed[k]) for k in top[j]]))
-                rows += [dict(section="predictions", method=name, item=f"test image {test_un[j]} ({gt})",
-                              metric=f"pred@{r + 1}", paper=None, ours=pair_name(task, closed[k]))
-                         for r, k in enumerate(top[j])]
+                rows += [
+                    dict(
+                        section="predictions",
+                        method=name,
+                        item=f"test image {test_un[j]} ({gt})",
+                        metric=f"pred@{r + 1}",
+                        paper=None,
+                        ours=pair_name(task, closed[k]),
+                    )
+                    for r, k in enumerate(top[j])
+                ]
         pred = closed[top[:, 0]]
         truth = closed[target]
         for a, word in enumerate(task.attrs):
             sel = truth[:, 0] == a
             if not sel.any():
                 continue
-            for metric, ok in (("pair top-1", (pred[sel] == truth[sel]).all(1)),
-                               ("attribute right at top-1", pred[sel, 0] == a),
-                               ("object right at top-1", pred[sel, 1] == truth[sel, 1])):
-                rows.append(dict(section="per attribute", method=name, item=word, metric=metric, paper=None,
-                                 ours=100.0 * float(ok.mean())))
-            rows.append(dict(section="per attribute", method=name, item=word, metric="test images", paper=None,
-                             ours=float(sel.sum())))
+            for metric, ok in (
+                ("pair top-1", (pred[sel] == truth[sel]).all(1)),
+                ("attribute right at top-1", pred[sel, 0] == a),
+                ("object right at top-1", pred[sel, 1] == truth[sel, 1]),
+            ):
+                rows.append(
+                    dict(
+                        section="per attribute",
+                        method=name,
+                        item=word,
+                        metric=metric,
+                        paper=None,
+                        ours=100.0 * float(ok.mean()),
+                    )
+                )
+            rows.append(
+                dict(
+                    section="per attribute",
+                    method=name,
+                    item=word,
+                    metric="test images",
+                    paper=None,
+                    ours=float(sel.sum()),
+                )
+            )
     for a, word in enumerate(task.attrs):
-        rows.append(dict(section="per attribute", method="frozen CNN features", item=word,
-                         metric="context dependence", paper=None, ours=float(dependence[a])))
+        rows.append(
+            dict(
+                section="per attribute",
+                method="frozen CNN features",
+                item=word,
+                metric="context dependence",
+                paper=None,
+                ours=float(dependence[a]),
+            )
+        )
     return pd.DataFrame(rows), examples
 
 
@@ -375,8 +529,12 @@ def table3(trained: dict, task: Task, rows=ARITHMETIC) -> tuple[pd.DataFrame, li
             old_w = word[labels[q_idx, slot] + offset]
             new_w = word[new + offset]
             base = img[q_idx]
-            queries = {"image - F(old) + F(new)": base - old_w + new_w, "image + F(new)": base + new_w,
-                       "image alone": base, "F(new) alone": new_w}
+            queries = {
+                "image - F(old) + F(new)": base - old_w + new_w,
+                "image + F(new)": base + new_w,
+                "image alone": base,
+                "F(new) alone": new_w,
+            }
             for op, q in queries.items():
                 scores = torch.nn.functional.normalize(q, dim=-1) @ phr.T
                 acc = topk_accuracy(scores, target, ks=(1, 5))
@@ -385,10 +543,16 @@ def table3(trained: dict, task: Task, rows=ARITHMETIC) -> tuple[pd.DataFrame, li
                 if op == "image - F(old) + F(new)" and name == rows[0]:
                     top = scores.argsort(1, descending=True)[:, :5].numpy()
                     for j in np.random.default_rng(slot).choice(len(q_idx), 3, replace=False):
-                        examples.append((int(test_un[q_idx[j]]), pair_name(task, labels[q_idx[j]]), kind,
-                                         (task.attrs + task.objs)[labels[q_idx[j], slot] + offset],
-                                         (task.attrs + task.objs)[new[j] + offset],
-                                         [pair_name(task, everything[k]) for k in top[j]]))
+                        examples.append(
+                            (
+                                int(test_un[q_idx[j]]),
+                                pair_name(task, labels[q_idx[j]]),
+                                kind,
+                                (task.attrs + task.objs)[labels[q_idx[j], slot] + offset],
+                                (task.attrs + task.objs)[new[j] + offset],
+                                [pair_name(task, everything[k]) for k in top[j]],
+                            )
+                        )
     return pd.DataFrame(out), examples
 
 
@@ -405,9 +569,18 @@ def model_records(trained: dict, cnn: ItemCNN | None = None) -> dict[str, dict]:
     """The stand-in's pretrained CNN (where there is one) and every row (its fits summed):
     reports.model_record each, for the .meta.json's `training` block."""
     out = {"ImageNet stand-in CNN": cnn.provenance} if cnn is not None else {}
-    return {**out, **{row: model_record(t["seconds"], t["trained_at"], any(f.resumed for f in t["fits"]),
-                                        epochs_run=sum(len(f.history) for f in t["fits"]))
-                      for row, t in trained.items()}}
+    return {
+        **out,
+        **{
+            row: model_record(
+                t["seconds"],
+                t["trained_at"],
+                any(f.resumed for f in t["fits"]),
+                epochs_run=sum(len(f.history) for f in t["fits"]),
+            )
+            for row, t in trained.items()
+        },
+    }
 
 
 def mit_states_task(cfg: dict, root: str | Path, features: str | Path | None, workdir: Path) -> tuple[Task, np.ndarray]:
@@ -423,18 +596,29 @@ def mit_states_task(cfg: dict, root: str | Path, features: str | Path | None, wo
         if features:
             x = load_features(features, data.images[split])
         else:
-            x = cached(Path(workdir) / f"mit_states_{split}_features.pt", f"{root}|{split}|{len(data.images[split])}",
-                        lambda: image_features(data.image_paths(split)))
+            x = cached(
+                Path(workdir) / f"mit_states_{split}_features.pt",
+                f"{root}|{split}|{len(data.images[split])}",
+                lambda: image_features(data.image_paths(split)),
+            )
         feats[split] = torch.as_tensor(np.asarray(x), dtype=torch.float32)
     train_pairs = {tuple(p) for p in data.pair_index("train").tolist()}
     pairs = {"seen": data.pair_index("train")}
     for split in ("val", "test"):
         p = data.pair_index(split)
         pairs[f"{split}_unseen"] = p[[tuple(q) not in train_pairs for q in p.tolist()]]
-    task = Task(list(data.attrs), list(data.objs), pairs, feats, dict(data.labels),
-                notes={"data": f"MIT-States natural split at {Path(root).name}",
-                       "images": {k: len(v) for k, v in data.labels.items()},
-                       "pairs": {k: len(v) for k, v in pairs.items()}})
+    task = Task(
+        list(data.attrs),
+        list(data.objs),
+        pairs,
+        feats,
+        dict(data.labels),
+        notes={
+            "data": f"MIT-States natural split at {Path(root).name}",
+            "images": {k: len(v) for k, v in data.labels.items()},
+            "pairs": {k: len(v) for k, v in pairs.items()},
+        },
+    )
     return task, token_vectors(cfg, task.attrs + task.objs, workdir)
 
 
@@ -450,10 +634,15 @@ def token_vectors(cfg: dict, words: list[str], workdir: Path) -> np.ndarray:
         ensure_wordnet("3.0")
 
         def build():
-            return train_skipgram(wordnet_corpus(open_wordnet("3.0")), SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"]))
+            return train_skipgram(
+                wordnet_corpus(open_wordnet("3.0")), SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"])
+            )
 
-        wv = cached(Path(workdir) / "skipgram_tokens.pt",
-                     f"{sorted(cfg['skipgram'].items())}|{cfg['seed']}|{code_version(train_skipgram.__module__)}", build)
+        wv = cached(
+            Path(workdir) / "skipgram_tokens.pt",
+            f"{sorted(cfg['skipgram'].items())}|{cfg['seed']}|{code_version(train_skipgram.__module__)}",
+            build,
+        )
     rows = []
     for w in words:
         parts = [p for p in [w.lower(), *w.lower().replace("-", "_").split("_")] if p in wv]

@@ -4,6 +4,7 @@ Debian's `chromium` and `chromium-driver` are installed with apt where apt is av
 root or have passwordless sudo (as `make data` does for WordNet); otherwise this says what to
 install, and tests/test_jupyterlab.py skips.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,10 @@ def ensure_chromium() -> str:
             subprocess.run(install, **quiet)
     if find_chromium()[0]:
         return f"Chromium for the JupyterLab test: {find_chromium()[0]} (installed with apt)"
-    return ("no Chromium: the JupyterLab browser test will be skipped; install it with "
-            f"`sudo apt-get install {' '.join(DEBIAN_PACKAGES)}` (or put chromium and chromedriver on PATH)")
+    return (
+        "no Chromium: the JupyterLab browser test will be skipped; install it with "
+        f"`sudo apt-get install {' '.join(DEBIAN_PACKAGES)}` (or put chromium and chromedriver on PATH)"
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ previous run's wall times), so the notebook that waits on others does not start 
 Each notebook beside others runs on its share of the cores from start to end (threads_for), so a
 run repeats its tables exactly; reproduce's --elastic raises the share once nothing runs beside it.
 """
+
 from __future__ import annotations
 
 import re
@@ -44,8 +45,14 @@ def critical_path(names: list[str], estimate: dict[str, float], after: dict | No
     return out
 
 
-def next_to_start(pending: list[str], running: set[str], lanes: int, priority: dict[str, float],
-                  after: dict | None = None, exclusive: set[str] | None = None) -> str | None:
+def next_to_start(
+    pending: list[str],
+    running: set[str],
+    lanes: int,
+    priority: dict[str, float],
+    after: dict | None = None,
+    exclusive: set[str] | None = None,
+) -> str | None:
     """The notebook to start now, or None (all lanes busy, nothing ready, or an exclusive notebook
     runs or waits for the lanes to empty). Ready: none of its AFTER notebooks pending or running.
     Ties in priority: the order of `pending`. Default `after`, `exclusive`: AFTER, EXCLUSIVE."""

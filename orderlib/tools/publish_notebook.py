@@ -4,6 +4,7 @@ wrote its output names the published file.
 
     python -m orderlib.tools.publish_notebook runs/executed/01_oe_table1_wordnet.ipynb [--root .]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,9 @@ def publish(src: Path, root: Path | None = None, out_dir: Path | None = None) ->
     dst = out_dir / Path(src).name
     pm = nb.get("metadata", {}).get("papermill")
     if isinstance(pm, dict):  # where it is published: relative to the checkout, or to here with out_dir
-        pm["output_path"] = os.path.relpath(dst.resolve(), root if out_dir == root / "reports" / "notebooks"
-                                            else Path.cwd())
+        pm["output_path"] = os.path.relpath(
+            dst.resolve(), root if out_dir == root / "reports" / "notebooks" else Path.cwd()
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / f".{dst.name}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")

@@ -8,6 +8,7 @@ preset, commit and date from the table's `.meta.json`. `REPORTS` below says what
 report on disk that is not in it (or an entry whose files are missing) is an error, so the index
 cannot silently fall behind the reports.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,83 +21,217 @@ from orderlib.paths import repo_root
 
 # id -> (paper, what it reproduces, notebook or benchmark, figures, data: "real" or "stand-in: ...")
 REPORTS = {
-    "oe_fig2_toy2d": ("Vendrov et al. 2016", "Figure 2 (2-D toy)", "notebooks/00_oe_fig2_toy2d.ipynb",
-                      ["oe_fig2_toy2d"], "real WordNet 3.1 subtree"),
-    "oe_table1_wordnet": ("Vendrov et al. 2016",
-                          "Table 1, paper protocol (our split, the authors', Athiwaratkun & Wilson's)",
-                          "notebooks/01_oe_table1_wordnet.ipynb", ["oe_table1_accuracy_vs_epoch"],
-                          "real WordNet 3.1 (3.0 for Athiwaratkun & Wilson's split), full scale"),
-    "oe_table1_wordnet_clean": ("Vendrov et al. 2016", "Table 1, clean protocol (ours)",
-                                "notebooks/01_oe_table1_wordnet.ipynb", ["oe_table1_accuracy_vs_epoch"],
-                                "real WordNet 3.1, full scale"),
-    "oe_optimizer_choice": ("Vendrov et al. 2016", "Table 1's optimizer (benchmark)",
-                            "benchmarks/hypernymy_optimizer.py", [], "real WordNet 3.1"),
-    "oe_table1_doe_gamma": ("Vendrov et al. 2016", "Table 1's density order embeddings past its grid (measurement)",
-                            "benchmarks/doe_gamma.py", [], "real WordNet 3.1, full scale"),
-    "oe_table1_bilinear_variants": ("Vendrov et al. 2016", "Table 1's bilinear row against variants of it "
-                                    "(measurement)", "benchmarks/bilinear_variants.py", [],
-                                    "real WordNet 3.1, full scale"),
-    "oe_table1_doe_selection": ("Vendrov et al. 2016", "Table 1's density order embeddings under the authors' "
-                                "checkpoint selection and Table 1's (measurement)", "benchmarks/doe_selection.py", [],
-                                "real WordNet 3.1 and 3.0 (their split), full scale"),
-    "bench_concept_step": ("Vendrov et al. 2016", "Table 1's compiled training step for table models (benchmark)",
-                           "benchmarks/concept_step.py", [], "real WordNet 3.1, full scale"),
-    "bench_huge_pages": ("Vendrov et al. 2016", "Table 1's table rows on 4 KB pages vs 2 MB huge pages (benchmark)",
-                         "benchmarks/huge_pages.py", [], "real WordNet 3.1, full scale"),
-    "bench_gru_step": ("Vendrov et al. 2016", "Tables 2 and 3's GRU training step: implementation and matrix-product "
-                       "precision (benchmark)", "benchmarks/gru_step.py", [],
-                       "real SNLI 1.0 and Fashion-MNIST Scenes captions"),
-    "bench_lanes": ("all four papers", "make reproduce's lanes: training steps per second alone vs two "
-                    "notebooks side by side (benchmark)", "benchmarks/lanes.py", [],
-                    "real SNLI 1.0 and Fashion-MNIST Scenes captions; random canvases for the CNN"),
-    "bench_compute_floor": ("all four papers", "the notebooks' training steps against the machine's GEMM peak "
-                            "(benchmark)", "benchmarks/compute_floor.py", [],
-                            "real SNLI 1.0 and Fashion-MNIST Scenes captions; random images for the CNNs"),
-    "oe_word2gauss_speed": ("Vendrov et al. 2016", "Table 1's word2gauss loop (benchmark)",
-                            "benchmarks/word2gauss_loop.py", [], "real WordNet 3.1"),
-    "bench_penalty": ("Vendrov et al. 2016", "all-pairs order violation (benchmark)", "benchmarks/penalty.py",
-                      [], "real WordNet 3.1 embeddings"),
-    "bench_reproduce": ("all", "`make reproduce`: wall time per notebook (benchmark)", "orderlib/tools/reproduce.py",
-                        [], "each notebook's own"),
-    "bench_reproduce_cuda": ("all", "`make reproduce` on a GPU: wall time per notebook (benchmark)",
-                             "orderlib/tools/reproduce.py", [], "each notebook's own"),
-    "oe_table3_snli": ("Vendrov et al. 2016", "Table 3 (SNLI 2-class, SICK)", "notebooks/02_oe_table3_snli.ipynb",
-                       ["oe_table3_roc"], "real SNLI 1.0 dev/test, SICK"),
-    "oe_table2_retrieval": ("Vendrov et al. 2016", "Table 2 (caption-image retrieval)",
-                            "notebooks/03_oe_table2_retrieval.ipynb",
-                            ["oe_table2_scenes", "oe_table2_examples_order", "oe_table2_examples_symm"],
-                            "stand-in: Fashion-MNIST Scenes for COCO"),
-    "oe_sec46_detail": ("Vendrov et al. 2016", "Section 4.6 (caption detail)", "notebooks/04_oe_sec46_detail.ipynb",
-                        [], "stand-in: Fashion-MNIST Scenes for COCO"),
-    "oe_fig4_regularities": ("Vendrov et al. 2016", "Figure 4 (max / min regularities)",
-                             "notebooks/05_oe_fig4_regularities.ipynb", ["oe_fig4_regularities"],
-                             "stand-in: Fashion-MNIST Scenes for COCO"),
-    "devise_table1": ("Frome et al. 2013", "Table 1 (flat and hierarchical precision)",
-                      "notebooks/06_devise_table1.ipynb", ["devise_table1_examples"],
-                      "real Fashion-MNIST + WordNet 3.0 (stand-in for ImageNet)"),
-    "devise_zeroshot": ("Frome et al. 2013", "Tables 2-4 (zero-shot)", "notebooks/07_devise_zeroshot.ipynb",
-                        ["devise_zeroshot_examples"], "real Fashion-MNIST + WordNet 3.0 (stand-in for ImageNet)"),
-    "utama_table1_unseen_pairs": ("Utama", "Table 1 (unseen attribute-object pairs)",
-                                  "notebooks/08_utama_compositionality.ipynb", ["utama_attributes_grid"],
-                                  "stand-in: Fashion-MNIST Attributes for MIT-States"),
-    "utama_table2_predictions": ("Utama", "Table 2 (top-5 predictions)", "notebooks/08_utama_compositionality.ipynb",
-                                 ["utama_table2_predictions"], "stand-in: Fashion-MNIST Attributes for MIT-States"),
-    "utama_table3_arithmetic": ("Utama", "Table 3 (vector arithmetic)", "notebooks/08_utama_compositionality.ipynb",
-                                ["utama_table3_arithmetic"], "stand-in: Fashion-MNIST Attributes for MIT-States"),
-    "sherlock_table1_caption_vs_fact": ("Elhoseiny et al. (Sherlock)", "Table 1 (caption vs fact level)",
-                                        "notebooks/09_sherlock_facts.ipynb", [],
-                                        "stand-in: Fashion-MNIST Facts for 6DS"),
-    "sherlock_table4_retrieval": ("Elhoseiny et al. (Sherlock)", "Table 4 (fact retrieval), Figures 4 and 7",
-                                  "notebooks/09_sherlock_facts.ipynb", ["sherlock_fig4_fig7", "sherlock_examples"],
-                                  "stand-in: Fashion-MNIST Facts for 6DS / large scale"),
-    "sherlock_seed_spread": ("Elhoseiny et al. (Sherlock)", "Table 4's SEM rows over seeds (measurement)",
-                             "benchmarks/sherlock_seed_spread.py", [], "stand-in: Fashion-MNIST Facts for 6DS"),
-    "bench_tolerance": ("all four papers", "how far a notebook's numbers move across thread counts, CPU kernels "
-                        "and matrix-product precision (measurement)", "benchmarks/tolerance.py", [],
-                        "each notebook's own"),
-    "sherlock_table5_generalization": ("Elhoseiny et al. (Sherlock)", "Table 5 (few-example SPO facts)",
-                                       "notebooks/09_sherlock_facts.ipynb", [],
-                                       "stand-in: Fashion-MNIST Facts for 6DS"),
+    "oe_fig2_toy2d": (
+        "Vendrov et al. 2016",
+        "Figure 2 (2-D toy)",
+        "notebooks/00_oe_fig2_toy2d.ipynb",
+        ["oe_fig2_toy2d"],
+        "real WordNet 3.1 subtree",
+    ),
+    "oe_table1_wordnet": (
+        "Vendrov et al. 2016",
+        "Table 1, paper protocol (our split, the authors', Athiwaratkun & Wilson's)",
+        "notebooks/01_oe_table1_wordnet.ipynb",
+        ["oe_table1_accuracy_vs_epoch"],
+        "real WordNet 3.1 (3.0 for Athiwaratkun & Wilson's split), full scale",
+    ),
+    "oe_table1_wordnet_clean": (
+        "Vendrov et al. 2016",
+        "Table 1, clean protocol (ours)",
+        "notebooks/01_oe_table1_wordnet.ipynb",
+        ["oe_table1_accuracy_vs_epoch"],
+        "real WordNet 3.1, full scale",
+    ),
+    "oe_optimizer_choice": (
+        "Vendrov et al. 2016",
+        "Table 1's optimizer (benchmark)",
+        "benchmarks/hypernymy_optimizer.py",
+        [],
+        "real WordNet 3.1",
+    ),
+    "oe_table1_doe_gamma": (
+        "Vendrov et al. 2016",
+        "Table 1's density order embeddings past its grid (measurement)",
+        "benchmarks/doe_gamma.py",
+        [],
+        "real WordNet 3.1, full scale",
+    ),
+    "oe_table1_bilinear_variants": (
+        "Vendrov et al. 2016",
+        "Table 1's bilinear row against variants of it (measurement)",
+        "benchmarks/bilinear_variants.py",
+        [],
+        "real WordNet 3.1, full scale",
+    ),
+    "oe_table1_doe_selection": (
+        "Vendrov et al. 2016",
+        "Table 1's density order embeddings under the authors' checkpoint selection and Table 1's (measurement)",
+        "benchmarks/doe_selection.py",
+        [],
+        "real WordNet 3.1 and 3.0 (their split), full scale",
+    ),
+    "bench_concept_step": (
+        "Vendrov et al. 2016",
+        "Table 1's compiled training step for table models (benchmark)",
+        "benchmarks/concept_step.py",
+        [],
+        "real WordNet 3.1, full scale",
+    ),
+    "bench_huge_pages": (
+        "Vendrov et al. 2016",
+        "Table 1's table rows on 4 KB pages vs 2 MB huge pages (benchmark)",
+        "benchmarks/huge_pages.py",
+        [],
+        "real WordNet 3.1, full scale",
+    ),
+    "bench_gru_step": (
+        "Vendrov et al. 2016",
+        "Tables 2 and 3's GRU training step: implementation and matrix-product precision (benchmark)",
+        "benchmarks/gru_step.py",
+        [],
+        "real SNLI 1.0 and Fashion-MNIST Scenes captions",
+    ),
+    "bench_lanes": (
+        "all four papers",
+        "make reproduce's lanes: training steps per second alone vs two notebooks side by side (benchmark)",
+        "benchmarks/lanes.py",
+        [],
+        "real SNLI 1.0 and Fashion-MNIST Scenes captions; random canvases for the CNN",
+    ),
+    "bench_compute_floor": (
+        "all four papers",
+        "the notebooks' training steps against the machine's GEMM peak (benchmark)",
+        "benchmarks/compute_floor.py",
+        [],
+        "real SNLI 1.0 and Fashion-MNIST Scenes captions; random images for the CNNs",
+    ),
+    "oe_word2gauss_speed": (
+        "Vendrov et al. 2016",
+        "Table 1's word2gauss loop (benchmark)",
+        "benchmarks/word2gauss_loop.py",
+        [],
+        "real WordNet 3.1",
+    ),
+    "bench_penalty": (
+        "Vendrov et al. 2016",
+        "all-pairs order violation (benchmark)",
+        "benchmarks/penalty.py",
+        [],
+        "real WordNet 3.1 embeddings",
+    ),
+    "bench_reproduce": (
+        "all",
+        "`make reproduce`: wall time per notebook (benchmark)",
+        "orderlib/tools/reproduce.py",
+        [],
+        "each notebook's own",
+    ),
+    "bench_reproduce_cuda": (
+        "all",
+        "`make reproduce` on a GPU: wall time per notebook (benchmark)",
+        "orderlib/tools/reproduce.py",
+        [],
+        "each notebook's own",
+    ),
+    "oe_table3_snli": (
+        "Vendrov et al. 2016",
+        "Table 3 (SNLI 2-class, SICK)",
+        "notebooks/02_oe_table3_snli.ipynb",
+        ["oe_table3_roc"],
+        "real SNLI 1.0 dev/test, SICK",
+    ),
+    "oe_table2_retrieval": (
+        "Vendrov et al. 2016",
+        "Table 2 (caption-image retrieval)",
+        "notebooks/03_oe_table2_retrieval.ipynb",
+        ["oe_table2_scenes", "oe_table2_examples_order", "oe_table2_examples_symm"],
+        "stand-in: Fashion-MNIST Scenes for COCO",
+    ),
+    "oe_sec46_detail": (
+        "Vendrov et al. 2016",
+        "Section 4.6 (caption detail)",
+        "notebooks/04_oe_sec46_detail.ipynb",
+        [],
+        "stand-in: Fashion-MNIST Scenes for COCO",
+    ),
+    "oe_fig4_regularities": (
+        "Vendrov et al. 2016",
+        "Figure 4 (max / min regularities)",
+        "notebooks/05_oe_fig4_regularities.ipynb",
+        ["oe_fig4_regularities"],
+        "stand-in: Fashion-MNIST Scenes for COCO",
+    ),
+    "devise_table1": (
+        "Frome et al. 2013",
+        "Table 1 (flat and hierarchical precision)",
+        "notebooks/06_devise_table1.ipynb",
+        ["devise_table1_examples"],
+        "real Fashion-MNIST + WordNet 3.0 (stand-in for ImageNet)",
+    ),
+    "devise_zeroshot": (
+        "Frome et al. 2013",
+        "Tables 2-4 (zero-shot)",
+        "notebooks/07_devise_zeroshot.ipynb",
+        ["devise_zeroshot_examples"],
+        "real Fashion-MNIST + WordNet 3.0 (stand-in for ImageNet)",
+    ),
+    "utama_table1_unseen_pairs": (
+        "Utama",
+        "Table 1 (unseen attribute-object pairs)",
+        "notebooks/08_utama_compositionality.ipynb",
+        ["utama_attributes_grid"],
+        "stand-in: Fashion-MNIST Attributes for MIT-States",
+    ),
+    "utama_table2_predictions": (
+        "Utama",
+        "Table 2 (top-5 predictions)",
+        "notebooks/08_utama_compositionality.ipynb",
+        ["utama_table2_predictions"],
+        "stand-in: Fashion-MNIST Attributes for MIT-States",
+    ),
+    "utama_table3_arithmetic": (
+        "Utama",
+        "Table 3 (vector arithmetic)",
+        "notebooks/08_utama_compositionality.ipynb",
+        ["utama_table3_arithmetic"],
+        "stand-in: Fashion-MNIST Attributes for MIT-States",
+    ),
+    "sherlock_table1_caption_vs_fact": (
+        "Elhoseiny et al. (Sherlock)",
+        "Table 1 (caption vs fact level)",
+        "notebooks/09_sherlock_facts.ipynb",
+        [],
+        "stand-in: Fashion-MNIST Facts for 6DS",
+    ),
+    "sherlock_table4_retrieval": (
+        "Elhoseiny et al. (Sherlock)",
+        "Table 4 (fact retrieval), Figures 4 and 7",
+        "notebooks/09_sherlock_facts.ipynb",
+        ["sherlock_fig4_fig7", "sherlock_examples"],
+        "stand-in: Fashion-MNIST Facts for 6DS / large scale",
+    ),
+    "sherlock_seed_spread": (
+        "Elhoseiny et al. (Sherlock)",
+        "Table 4's SEM rows over seeds (measurement)",
+        "benchmarks/sherlock_seed_spread.py",
+        [],
+        "stand-in: Fashion-MNIST Facts for 6DS",
+    ),
+    "bench_tolerance": (
+        "all four papers",
+        "how far a notebook's numbers move across thread counts, CPU kernels "
+        "and matrix-product precision (measurement)",
+        "benchmarks/tolerance.py",
+        [],
+        "each notebook's own",
+    ),
+    "sherlock_table5_generalization": (
+        "Elhoseiny et al. (Sherlock)",
+        "Table 5 (few-example SPO facts)",
+        "notebooks/09_sherlock_facts.ipynb",
+        [],
+        "stand-in: Fashion-MNIST Facts for 6DS",
+    ),
 }
 
 
@@ -112,10 +247,14 @@ def trained_at(meta: dict) -> str:
         commits = sorted({str(t["models"][m]["trained_at"])[:7] for m in t["trained_at_other_commit"]})
         if not t["models"]:
             return "no models"
-        return "this commit" if not commits else (f"{len(t['trained_at_other_commit'])} of {len(t['models'])} at "
-                                                  + ", ".join(commits))
-    old = meta.get("trained_at", {m.get("trained_at") for m in meta.get("models", {}).values()
-                                  if isinstance(m, dict)} or None)  # before the `training` block
+        return (
+            "this commit"
+            if not commits
+            else (f"{len(t['trained_at_other_commit'])} of {len(t['models'])} at " + ", ".join(commits))
+        )
+    old = meta.get(
+        "trained_at", {m.get("trained_at") for m in meta.get("models", {}).values() if isinstance(m, dict)} or None
+    )  # before the `training` block
     if not old:
         return "not recorded"
     commits = set(old.values() if isinstance(old, dict) else old)
@@ -133,17 +272,26 @@ def tolerance_line(rep: Path) -> str:
         return ""
     df = pd.read_csv(path)
     meta = json.loads(path.with_name("bench_tolerance.meta.json").read_text())
-    kind = (df["measure"] if "measure" in df else pd.Series("", index=df.index)).astype(str).map(
-        lambda m: m.split("@")[0] + "@k" if "@" in m else m)  # hit@1, hit@5 -> hit@k: one scale each
+    kind = (
+        (df["measure"] if "measure" in df else pd.Series("", index=df.index))
+        .astype(str)
+        .map(lambda m: m.split("@")[0] + "@k" if "@" in m else m)
+    )  # hit@1, hit@5 -> hit@k: one scale each
     parts = []
     for variant, g in df.assign(kind=kind).groupby("method", sort=False):
         moves = ", ".join(f"{k + ' ' if k else ''}up to {m.ours.max():g}" for k, m in g.groupby("kind", sort=False))
-        parts.append(f"with {variant.replace(' vs reference', '')}, {moves} ({int((g.ours > 0).sum())} of {len(g)} "
-                     "numbers moved)")
-    return ("**How far numbers move.** Rerun at the same commit and seed, "
-            + ", ".join(Path(n).name for n in meta.get("notebooks", [])) + "'s numbers moved against the first run: "
-            + "; ".join(parts) + " ([bench_tolerance](tables/bench_tolerance.md)). Two rows can move in opposite "
-            "directions: read a gap between them smaller than twice that as no difference.\n\n")
+        parts.append(
+            f"with {variant.replace(' vs reference', '')}, {moves} ({int((g.ours > 0).sum())} of {len(g)} "
+            "numbers moved)"
+        )
+    return (
+        "**How far numbers move.** Rerun at the same commit and seed, "
+        + ", ".join(Path(n).name for n in meta.get("notebooks", []))
+        + "'s numbers moved against the first run: "
+        + "; ".join(parts)
+        + " ([bench_tolerance](tables/bench_tolerance.md)). Two rows can move in opposite "
+        "directions: read a gap between them smaller than twice that as no difference.\n\n"
+    )
 
 
 def render(root: Path | None = None) -> str:
@@ -153,7 +301,9 @@ def render(root: Path | None = None) -> str:
     figures = {p.stem for p in (rep / "figures").glob("*.png")}
     listed_figures = {f for v in REPORTS.values() for f in v[3]}
     problems = [f"reports/tables/{t}.meta.json has no entry in REPORTS" for t in sorted(tables - set(REPORTS))]
-    problems += [f"reports/figures/{f}.png has no entry in REPORTS" for f in sorted(figures - listed_figures - set(REPORTS))]
+    problems += [
+        f"reports/figures/{f}.png has no entry in REPORTS" for f in sorted(figures - listed_figures - set(REPORTS))
+    ]
     rows = []
     for rid, (paper, what, source, figs, data) in REPORTS.items():
         has_table = rid in tables
@@ -165,9 +315,13 @@ def render(root: Path | None = None) -> str:
         meta = json.loads((rep / "tables" / f"{rid}.meta.json").read_text()) if has_table else {}
         if "failed_run" in meta:  # orderlib.tools.reproduce.mark_failed
             f = meta["failed_run"]
-            problems.append(f"reports/tables/{rid}: written by a run of {f['notebook']} that then failed "
-                            f"({f['error']}); fix and rerun it")
-        commit = str(meta.get("git_commit", ""))[:7] + ("-dirty" if str(meta.get("git_commit", "")).endswith("-dirty") else "")
+            problems.append(
+                f"reports/tables/{rid}: written by a run of {f['notebook']} that then failed "
+                f"({f['error']}); fix and rerun it"
+            )
+        commit = str(meta.get("git_commit", ""))[:7] + (
+            "-dirty" if str(meta.get("git_commit", "")).endswith("-dirty") else ""
+        )
         if meta.get("cuda_run"):  # rows measured on a GPU by another run (benchmarks/penalty.py --cuda-only)
             commit += f" (CUDA rows {str(meta['cuda_run'].get('git_commit', ''))[:7]})"
         executed = rep / "notebooks" / Path(source).name
@@ -175,28 +329,34 @@ def render(root: Path | None = None) -> str:
             links.append(f"[executed notebook](notebooks/{executed.name})")
         models = trained_at(meta) if has_table else ""
         if has_table and "matmul" not in meta:
-            problems.append(f"reports/tables/{rid}.meta.json does not say which matrix-product precision ran "
-                            "(`matmul`, orderlib.precision)")
-        rows.append(f"| `{rid}` | {paper} | {what} | {meta.get('preset', 'full')} | {meta.get('matmul', '')} | "
-                    f"{commit} | {models} | "
-                    f"{str(meta.get('created', ''))[:10]} | {data} | {' · '.join(links)} | [{Path(source).name}](../{source}) |")
+            problems.append(
+                f"reports/tables/{rid}.meta.json does not say which matrix-product precision ran "
+                "(`matmul`, orderlib.precision)"
+            )
+        rows.append(
+            f"| `{rid}` | {paper} | {what} | {meta.get('preset', 'full')} | {meta.get('matmul', '')} | "
+            f"{commit} | {models} | "
+            f"{str(meta.get('created', ''))[:10]} | {data} | {' · '.join(links)} | [{Path(source).name}](../{source}) |"
+        )
     if problems:
         raise ValueError("report index out of date:\n  " + "\n  ".join(problems))
     first = next((r for r in rows if "| fp32 | " in r or "| tf32 | " in r), None)  # a table with provenance
-    example = "\"orderlib `<id>` at <commit>\""
+    example = '"orderlib `<id>` at <commit>"'
     if first:
         cells = [c.strip() for c in first.split("|")]
-        example = f"\"orderlib {cells[1]} at {cells[6]}\""
-    head = ("# Reports\n\nGenerated by `python -m orderlib.tools.report_index` (run by `make reproduce`, checked by "
-            "`make test`); do not edit by hand. Cite a table by its id and the commit in its provenance "
-            f"(`tables/<id>.meta.json`), e.g. {example}. Commit and date are "
-            "those of the run that wrote the table; \"models trained at\" says whether its models were trained at that "
-            "commit or loaded from checkpoints trained at an older one (per model, with training times, in the "
-            "`training` block of the .meta.json); \"products\" is the matrix-product precision that ran "
-            "(`-p MATMUL`; fp32 unless stated). Figure-only reports carry no provenance file.\n\n"
-            + tolerance_line(rep) +
-            "| id | paper | reproduces | preset | products | commit | models trained at | date | data | files | source |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|\n")
+        example = f'"orderlib {cells[1]} at {cells[6]}"'
+    head = (
+        "# Reports\n\nGenerated by `python -m orderlib.tools.report_index` (run by `make reproduce`, checked by "
+        "`make test`); do not edit by hand. Cite a table by its id and the commit in its provenance "
+        f"(`tables/<id>.meta.json`), e.g. {example}. Commit and date are "
+        'those of the run that wrote the table; "models trained at" says whether its models were trained at that '
+        "commit or loaded from checkpoints trained at an older one (per model, with training times, in the "
+        '`training` block of the .meta.json); "products" is the matrix-product precision that ran '
+        "(`-p MATMUL`; fp32 unless stated). Figure-only reports carry no provenance file.\n\n"
+        + tolerance_line(rep)
+        + "| id | paper | reproduces | preset | products | commit | models trained at | date | data | files | source |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
     return head + "\n".join(rows) + "\n"
 
 

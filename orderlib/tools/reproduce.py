@@ -11,6 +11,7 @@ On a machine with a CUDA device (where the notebooks' device="auto" trains) the 
 
     .venv/bin/python -m orderlib.tools.reproduce [--preset full] notebooks/00_oe_fig2_toy2d.ipynb ...
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,7 @@ import pandas as pd
 
 from orderlib import threadshare
 from orderlib.checkpoint import atomic_write_text
-from orderlib.paths import repo_root, runs_root
+from orderlib.paths import runs_root
 from orderlib.reports import device_description, git_commit, write_table
 from orderlib.runs import run_paths
 
@@ -60,9 +61,12 @@ def model_counts(metas: list[dict]) -> dict:
     models = {}
     for m in metas:
         models.update(m.get("training", {}).get("models", {}))
-    return {"models": len(models), "trained": sum(not r["loaded_from_checkpoint"] for r in models.values()),
-            "train_seconds": sum(r["train_seconds"] or 0.0 for r in models.values()),
-            "recorded": all("training" in m for m in metas) and bool(metas)}
+    return {
+        "models": len(models),
+        "trained": sum(not r["loaded_from_checkpoint"] for r in models.values()),
+        "train_seconds": sum(r["train_seconds"] or 0.0 for r in models.values()),
+        "recorded": all("training" in m for m in metas) and bool(metas),
+    }
 
 
 def reference_speed(seconds: float = 1.0) -> dict[str, float]:
@@ -85,8 +89,10 @@ def reference_speed(seconds: float = 1.0) -> dict[str, float]:
             n += 1
         return n * work / (time.perf_counter() - t0)
 
-    return {"gemm_gflops": round(rate(lambda: a @ b, 2 * 1024 ** 3) / 1e9, 1),
-            "gather_gbs": round(rate(lambda: table.index_select(0, idx), idx.numel() * 400) / 1e9, 2)}
+    return {
+        "gemm_gflops": round(rate(lambda: a @ b, 2 * 1024**3) / 1e9, 1),
+        "gather_gbs": round(rate(lambda: table.index_select(0, idx), idx.numel() * 400) / 1e9, 2),
+    }
 
 
 def describe_reference(ref: dict | None) -> str:
@@ -94,8 +100,15 @@ def describe_reference(ref: dict | None) -> str:
     return f"GEMM {ref['gemm_gflops']:g} GFLOP/s, row gather {ref['gather_gbs']:g} GB/s" if ref else "not measured"
 
 
-def launch(nb: Path, preset: str, out_dir: Path, kernel: str | None = None, threads: int | None = None,
-           log=None, share: Path | None = None) -> subprocess.Popen:
+def launch(
+    nb: Path,
+    preset: str,
+    out_dir: Path,
+    kernel: str | None = None,
+    threads: int | None = None,
+    log=None,
+    share: Path | None = None,
+) -> subprocess.Popen:
     """Start papermill on `nb` (PRESET=preset) in a child process that writes out_dir/<name>. Its
     kernel names `nb` in the reports it writes (ORDERLIB_NOTEBOOK, see reports.write_table) and runs
     torch on `threads` threads (None: torch's default, all cores), then on the count written to the
@@ -108,8 +121,18 @@ def launch(nb: Path, preset: str, out_dir: Path, kernel: str | None = None, thre
     if share:
         atomic_write_text(share, f"{threads}\n")
         env[threadshare.ENV] = str(share)
-    cmd = [sys.executable, "-m", "papermill", str(nb), str(out_dir / nb.name), "-p", "PRESET", preset,
-           "--progress-bar", *(["-k", kernel] if kernel else [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "papermill",
+        str(nb),
+        str(out_dir / nb.name),
+        "-p",
+        "PRESET",
+        preset,
+        "--progress-bar",
+        *(["-k", kernel] if kernel else []),
+    ]
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
 
 
@@ -130,8 +153,11 @@ def notebook_error(executed: Path) -> str:
 def finished(nb: Path, seconds: float, tables: Path, start: float) -> dict:
     """The timing record of a notebook that finished: its wall time and the reports it wrote
     (those under `tables` written since `start`, a time.time(), that name it or no notebook)."""
-    metas = [m for m in (json.loads(p.read_text()) for p in tables_since(tables, start))
-             if m.get("notebook", nb.name) == nb.name]
+    metas = [
+        m
+        for m in (json.loads(p.read_text()) for p in tables_since(tables, start))
+        if m.get("notebook", nb.name) == nb.name
+    ]
     return {"notebook": nb.name, "seconds": seconds, "reports": [m["id"] for m in metas], **model_counts(metas)}
 
 
@@ -172,12 +198,16 @@ def previous_times(tables: Path, table_id: str = TABLE_ID) -> tuple[dict[str, fl
         return {}, ""
     df = pd.read_csv(csv)
     rows = df[df.metric == "wall time (min)"]
-    return {r.method: 60 * float(r.ours) for r in rows.itertuples() if r.method != "total"}, \
-        json.loads(meta.read_text()).get("git_commit", "")
+    return {r.method: 60 * float(r.ours) for r in rows.itertuples() if r.method != "total"}, json.loads(
+        meta.read_text()
+    ).get("git_commit", "")
 
 
-METRIC_KEYS = {"models in its reports": "models", "models trained in this run": "trained",
-               "training time of its reports' models (min)": "train_seconds"}
+METRIC_KEYS = {
+    "models in its reports": "models",
+    "models trained in this run": "trained",
+    "training time of its reports' models (min)": "train_seconds",
+}
 
 
 def carried_runs(tables: Path, timed: set[str], table_id: str = TABLE_ID) -> list[dict]:
@@ -193,9 +223,15 @@ def carried_runs(tables: Path, timed: set[str], table_id: str = TABLE_ID) -> lis
             continue
         v = dict(zip(g.metric, g.ours))
         info = m.get("notebooks", {}).get(name, {})
-        r = {"notebook": name, "seconds": 60 * float(v["wall time (min)"]), "reports": info.get("reports", []),
-             "commit": info.get("commit") or m.get("git_commit", ""), "device": _timed_on(m, name),
-             "recorded": "models in its reports" in v, "reference": info.get("reference")}
+        r = {
+            "notebook": name,
+            "seconds": 60 * float(v["wall time (min)"]),
+            "reports": info.get("reports", []),
+            "commit": info.get("commit") or m.get("git_commit", ""),
+            "device": _timed_on(m, name),
+            "recorded": "models in its reports" in v,
+            "reference": info.get("reference"),
+        }
         for metric, key in METRIC_KEYS.items():
             r[key] = float(v.get(metric, 0.0)) * (60 if key == "train_seconds" else 1)
         out.append(r)
@@ -218,15 +254,34 @@ def bench_table(runs: list[dict], before: dict[str, float], wall: float | None =
     summed = sum(r["seconds"] for r in runs)
     total = summed if wall is None else wall
     rows = []
-    for r in runs + [{"notebook": "total", "seconds": total, "models": sum(x["models"] for x in runs),
-                      "trained": sum(x["trained"] for x in runs),
-                      "train_seconds": sum(x["train_seconds"] for x in runs), "recorded": True}]:
+    for r in runs + [
+        {
+            "notebook": "total",
+            "seconds": total,
+            "models": sum(x["models"] for x in runs),
+            "trained": sum(x["trained"] for x in runs),
+            "train_seconds": sum(x["train_seconds"] for x in runs),
+            "recorded": True,
+        }
+    ]:
+
         def add(metric, value):
-            rows.append({"method": r["notebook"], "metric": metric, "paper": None, "ours": value,
-                         "timed at": r.get("commit", "")[:7], "timed on": short_device(r.get("device"))})
+            rows.append(
+                {
+                    "method": r["notebook"],
+                    "metric": metric,
+                    "paper": None,
+                    "ours": value,
+                    "timed at": r.get("commit", "")[:7],
+                    "timed on": short_device(r.get("device")),
+                }
+            )
+
         add("wall time (min)", r["seconds"] / 60)
-        add("share of the run's wall time (%)",
-            (100.0 if r["notebook"] == "total" else 100 * r["seconds"] / summed) if summed else None)
+        add(
+            "share of the run's wall time (%)",
+            (100.0 if r["notebook"] == "total" else 100 * r["seconds"] / summed) if summed else None,
+        )
         if r["notebook"] == "total" and wall is not None:
             add("notebooks' wall times summed (min)", summed / 60)
         if r.get("threads"):
@@ -239,17 +294,34 @@ def bench_table(runs: list[dict], before: dict[str, float], wall: float | None =
             add("models in its reports", r["models"])
             add("models trained in this run", r["trained"])
             add("training time of its reports' models (min)", r["train_seconds"] / 60)
-        prev = before.get(r["notebook"]) if r["notebook"] != "total" else (
-            sum(before[x["notebook"]] for x in runs) if all(x["notebook"] in before for x in runs) and before else None)
+        prev = (
+            before.get(r["notebook"])
+            if r["notebook"] != "total"
+            else (
+                sum(before[x["notebook"]] for x in runs)
+                if all(x["notebook"] in before for x in runs) and before
+                else None
+            )
+        )
         if prev:
             add("previous run's wall time (min)", prev / 60)
             add("previous / this wall time", prev / r["seconds"])
     return pd.DataFrame(rows)
 
 
-def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Path], commit: str,
-                before: dict[str, float], before_commit: str, reference: dict | None = None,
-                wall: float | None = None, lanes: int = 1, device: str | None = None) -> pd.DataFrame:
+def write_bench(
+    runs: list[dict],
+    tables: Path,
+    preset: str,
+    notebooks: list[Path],
+    commit: str,
+    before: dict[str, float],
+    before_commit: str,
+    reference: dict | None = None,
+    wall: float | None = None,
+    lanes: int = 1,
+    device: str | None = None,
+) -> pd.DataFrame:
     """Write bench_reproduce from this run's timed notebooks and the previous table's other rows;
     `reference`: reference_speed() at the start and end of this run ({"start": ..., "end": ...});
     `wall`: this run's wall time where `lanes` > 1 ran notebooks side by side; `device`: where the
@@ -273,51 +345,91 @@ def write_bench(runs: list[dict], tables: Path, preset: str, notebooks: list[Pat
     if table_id == CUDA_TABLE_ID:
         df = pd.concat([df, cpu_rows(runs, tables)], ignore_index=True)
     fp = hashlib.sha256(b"".join(Path(nb).read_bytes() for nb in notebooks)).hexdigest()
-    meta = {"preset": preset, "seed": "each notebook's own", "device": here,
-            "git_commit": commit, "data_source": "each notebook's own (see its reports' .meta.json)",
-            "data_fingerprint": fp, "lanes": lanes,
-            "wall_time_s": wall if side_by_side else sum(r["seconds"] for r in runs if r["notebook"] in timed),
-            "notebooks": {r["notebook"]: {"reports": r["reports"], "seconds": round(r["seconds"], 1),
-                                          "commit": r["commit"], "device": r["device"],
-                                          "reference": r.get("reference"), "threads": r.get("threads"), "threads_raised": r.get("raised"),
-                                          "started_s": r.get("started")} for r in runs},
-            "machine_reference": reference or None, "previous_run_commit": before_commit or None}
+    meta = {
+        "preset": preset,
+        "seed": "each notebook's own",
+        "device": here,
+        "git_commit": commit,
+        "data_source": "each notebook's own (see its reports' .meta.json)",
+        "data_fingerprint": fp,
+        "lanes": lanes,
+        "wall_time_s": wall if side_by_side else sum(r["seconds"] for r in runs if r["notebook"] in timed),
+        "notebooks": {
+            r["notebook"]: {
+                "reports": r["reports"],
+                "seconds": round(r["seconds"], 1),
+                "commit": r["commit"],
+                "device": r["device"],
+                "reference": r.get("reference"),
+                "threads": r.get("threads"),
+                "threads_raised": r.get("raised"),
+                "started_s": r.get("started"),
+            }
+            for r in runs
+        },
+        "machine_reference": reference or None,
+        "previous_run_commit": before_commit or None,
+    }
     if side_by_side:
-        notes = (f"Wall time of each notebook executed by papermill in this run, up to {lanes} side by side on the "
-                 "machine in the provenance (orderlib.tools.lanes: a notebook that reads another's checkpoints "
-                 "starts after it; Table 1 runs alone on every core), the others each on its share of the cores, the "
-                 "torch threads given (raised where given: reproduce --elastic). The total is the run's wall time, less than the "
-                 "notebooks' times summed; shares are of that sum. ")
+        notes = (
+            f"Wall time of each notebook executed by papermill in this run, up to {lanes} side by side on the "
+            "machine in the provenance (orderlib.tools.lanes: a notebook that reads another's checkpoints "
+            "starts after it; Table 1 runs alone on every core), the others each on its share of the cores, the "
+            "torch threads given (raised where given: reproduce --elastic). The total is the run's wall time, less than the "
+            "notebooks' times summed; shares are of that sum. "
+        )
     else:
         notes = "Wall time of each notebook executed by papermill in this run, one after another on the machine in the provenance. "
-    notes += ("'models trained in this run' counts the models of the notebook's reports that "
-              "were not loaded from checkpoints: a notebook whose models were all loaded times its evaluation "
-              "only. ")
-    notes += (f"'previous run' is the bench_reproduce this run replaced (commit {before_commit[:7]})."
-              if before_commit else "No previous bench_reproduce to compare with.")
+    notes += (
+        "'models trained in this run' counts the models of the notebook's reports that "
+        "were not loaded from checkpoints: a notebook whose models were all loaded times its evaluation "
+        "only. "
+    )
+    notes += (
+        f"'previous run' is the bench_reproduce this run replaced (commit {before_commit[:7]})."
+        if before_commit
+        else "No previous bench_reproduce to compare with."
+    )
     if other_machine:
-        notes += (f" {', '.join(other_machine)}: the previous run timed {'it' if len(other_machine) == 1 else 'them'} "
-                  f"on another machine ({'; '.join(sorted({short_device(then.get(k)) or 'unknown' for k in other_machine}))}), "
-                  "so no previous time or ratio is given.")
+        notes += (
+            f" {', '.join(other_machine)}: the previous run timed {'it' if len(other_machine) == 1 else 'them'} "
+            f"on another machine ({'; '.join(sorted({short_device(then.get(k)) or 'unknown' for k in other_machine}))}), "
+            "so no previous time or ratio is given."
+        )
     if carried:
-        notes += (f" Rows of {', '.join(r['notebook'] for r in carried)} were timed by an earlier run and kept "
-                  "(column 'timed at'); the total adds runs made at different commits.")
+        notes += (
+            f" Rows of {', '.join(r['notebook'] for r in carried)} were timed by an earlier run and kept "
+            "(column 'timed at'); the total adds runs made at different commits."
+        )
     if reference:
-        notes += (f" Machine reference (reproduce.reference_speed, a fixed workload) at the start of this run: "
-                  f"{describe_reference(reference.get('start'))}; at its end: {describe_reference(reference.get('end'))}. "
-                  "Hosts of one kind vary in speed: compare wall times across runs in proportion to these "
-                  "(per notebook in the meta).")
+        notes += (
+            f" Machine reference (reproduce.reference_speed, a fixed workload) at the start of this run: "
+            f"{describe_reference(reference.get('start'))}; at its end: {describe_reference(reference.get('end'))}. "
+            "Hosts of one kind vary in speed: compare wall times across runs in proportion to these "
+            "(per notebook in the meta)."
+        )
     machines = sorted({short_device(r.get("device")) for r in runs} - {""})
     if len(machines) > 1:
-        notes += (f" The rows were timed on different machines ({'; '.join(machines)}; column 'timed on'): "
-                  "compare a row with another only on the same machine.")
+        notes += (
+            f" The rows were timed on different machines ({'; '.join(machines)}; column 'timed on'): "
+            "compare a row with another only on the same machine."
+        )
     # commits as code: Markdown tables would read 2762204 or 61017e4 as numbers (2.7622e+06, 6.1017e+08)
     show = df.assign(**{"timed at": df["timed at"].map(lambda c: f"`{c}`" if c else "")})
     if table_id == CUDA_TABLE_ID:
-        notes += (" 'CPU run' rows: the notebook's wall time in bench_reproduce (its commit and machine in columns "
-                  "'timed at' and 'timed on'), so 'CPU run / this wall time' compares two machines, not two commits.")
-    write_table(table_id, df, meta, tables, title="make reproduce: wall time per notebook"
-                + (" on a GPU" if table_id == CUDA_TABLE_ID else ""), notes=notes, show=show)
+        notes += (
+            " 'CPU run' rows: the notebook's wall time in bench_reproduce (its commit and machine in columns "
+            "'timed at' and 'timed on'), so 'CPU run / this wall time' compares two machines, not two commits."
+        )
+    write_table(
+        table_id,
+        df,
+        meta,
+        tables,
+        title="make reproduce: wall time per notebook" + (" on a GPU" if table_id == CUDA_TABLE_ID else ""),
+        notes=notes,
+        show=show,
+    )
     return df
 
 
@@ -329,10 +441,20 @@ def cpu_rows(runs: list[dict], tables: Path) -> pd.DataFrame:
         if r["notebook"] not in cpu:
             continue
         c = cpu[r["notebook"]]
-        for metric, value in (("CPU run's wall time (min)", c["seconds"] / 60),
-                              ("CPU run / this wall time", c["seconds"] / r["seconds"])):
-            rows.append({"method": r["notebook"], "metric": metric, "paper": None, "ours": value,
-                         "timed at": c["commit"][:7], "timed on": short_device(c["device"])})
+        for metric, value in (
+            ("CPU run's wall time (min)", c["seconds"] / 60),
+            ("CPU run / this wall time", c["seconds"] / r["seconds"]),
+        ):
+            rows.append(
+                {
+                    "method": r["notebook"],
+                    "metric": metric,
+                    "paper": None,
+                    "ours": value,
+                    "timed at": c["commit"][:7],
+                    "timed on": short_device(c["device"]),
+                }
+            )
     return pd.DataFrame(rows, columns=["method", "metric", "paper", "ours", "timed at", "timed on"])
 
 
@@ -358,9 +480,18 @@ def rebalance(running: dict, shares: dict, out_dir: Path, cores: int, t_run: flo
             shares[name][1].append((time.perf_counter() - t_run, each))
 
 
-def run_lanes(notebooks: list[Path], preset: str, out_dir: Path, tables: Path, kernel: str | None = None,
-              lanes: int = 1, estimate: dict[str, float] | None = None, on_finish=None,
-              poll: float = 0.5, elastic: bool = False) -> tuple[list[dict], list[tuple[Path, str, float]], float]:
+def run_lanes(
+    notebooks: list[Path],
+    preset: str,
+    out_dir: Path,
+    tables: Path,
+    kernel: str | None = None,
+    lanes: int = 1,
+    estimate: dict[str, float] | None = None,
+    on_finish=None,
+    poll: float = 0.5,
+    elastic: bool = False,
+) -> tuple[list[dict], list[tuple[Path, str, float]], float]:
     """Execute `notebooks` up to `lanes` at a time (orderlib.tools.lanes decides which starts next and
     on how many threads; with one lane, in the order given). Return the finished notebooks' records
     (with lanes > 1 also their torch threads at the start, the start, s into the run, and when their
@@ -384,18 +515,31 @@ def run_lanes(notebooks: list[Path], preset: str, out_dir: Path, tables: Path, k
     try:
         while pending or running:
             while not failures:
-                name = L.next_to_start(pending, set(running), lanes, priority) if lanes > 1 else \
-                    (pending[0] if pending and not running else None)
+                name = (
+                    L.next_to_start(pending, set(running), lanes, priority)
+                    if lanes > 1
+                    else (pending[0] if pending and not running else None)
+                )
                 if name is None:
                     break
                 pending.remove(name)
                 threads = L.threads_for(name, lanes, os.cpu_count() or 1)
                 log = open(out_dir / f"{name}.log", "w") if lanes > 1 else None  # noqa: SIM115 - closed below
-                print(f"== {by_stem[name]} (PRESET={preset}" + (f", {threads} torch thread(s)" if threads else "")
-                      + (f"; output in {log.name}" if log else "") + ")", flush=True)
+                print(
+                    f"== {by_stem[name]} (PRESET={preset}"
+                    + (f", {threads} torch thread(s)" if threads else "")
+                    + (f"; output in {log.name}" if log else "")
+                    + ")",
+                    flush=True,
+                )
                 share = out_dir / f"{name}.threads" if threads and elastic else None
-                running[name] = (launch(by_stem[name], preset, out_dir, kernel, threads, log, share), time.time(),
-                                 time.perf_counter(), threads, log)
+                running[name] = (
+                    launch(by_stem[name], preset, out_dir, kernel, threads, log, share),
+                    time.time(),
+                    time.perf_counter(),
+                    threads,
+                    log,
+                )
                 shares[name] = [threads, []]
             if elastic:
                 rebalance(running, shares, out_dir, os.cpu_count() or 1, t_run)
@@ -416,8 +560,11 @@ def run_lanes(notebooks: list[Path], preset: str, out_dir: Path, tables: Path, k
                     continue
                 r = finished(nb, time.perf_counter() - t0, tables, start)
                 if lanes > 1:
-                    r.update(threads=threads or torch.get_num_threads(), started=t0 - t_run,
-                             raised=[[round(at - (t0 - t_run), 1), n] for at, n in shares[name][1]])
+                    r.update(
+                        threads=threads or torch.get_num_threads(),
+                        started=t0 - t_run,
+                        raised=[[round(at - (t0 - t_run), 1), n] for at, n in shares[name][1]],
+                    )
                     print(f"== {nb.name} finished in {r['seconds'] / 60:.1f} min", flush=True)
                 runs.append(r)
                 if on_finish:
@@ -446,13 +593,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", default="full")
     ap.add_argument("--out", type=Path, default=None, help="executed notebooks (default runs/executed/)")
     ap.add_argument("--kernel", default=None)
-    ap.add_argument("--lanes", default="1", help="notebooks run side by side: a count or 'auto' "
-                    "(2 on two cores or more; orderlib.tools.lanes); default 1, one after another")
-    ap.add_argument("--elastic", action="store_true", help="with lanes: give a notebook more threads once "
-                    "the one beside it has ended (faster; its tables then depend on that timing)")
+    ap.add_argument(
+        "--lanes",
+        default="1",
+        help="notebooks run side by side: a count or 'auto' "
+        "(2 on two cores or more; orderlib.tools.lanes); default 1, one after another",
+    )
+    ap.add_argument(
+        "--elastic",
+        action="store_true",
+        help="with lanes: give a notebook more threads once "
+        "the one beside it has ended (faster; its tables then depend on that timing)",
+    )
     args = ap.parse_args(argv)
     lanes = resolve_lanes(args.lanes)
-    root = repo_root()
     out_dir = args.out or runs_root() / "executed"
     tables = run_paths(TABLE_ID, args.preset).tables
     device = run_device()
@@ -467,23 +621,30 @@ def main(argv: list[str] | None = None) -> int:
             print(f"published {publish(out_dir / nb.name)}", flush=True)
 
     estimate = {Path(k).stem: v for k, v in before.items()}
-    runs, failures, wall = run_lanes(args.notebooks, args.preset, out_dir, tables, args.kernel, lanes, estimate,
-                                     publish_it, elastic=args.elastic)
+    runs, failures, wall = run_lanes(
+        args.notebooks, args.preset, out_dir, tables, args.kernel, lanes, estimate, publish_it, elastic=args.elastic
+    )
     reference["end"] = reference_speed()
     done = {r["notebook"] for r in runs}
     timed = [nb for nb in args.notebooks if nb.name in done]
     if runs:  # the notebooks that finished keep their timings, failures or not
-        df = write_bench(runs, tables, args.preset, timed, commit, before, before_commit, reference, wall, lanes,
-                         device)
+        df = write_bench(
+            runs, tables, args.preset, timed, commit, before, before_commit, reference, wall, lanes, device
+        )
     for nb, error, start in failures:
         marked = mark_failed(tables, start, nb.name, error, commit)
-        print(f"FAILED: {nb} stopped: {error}\n  executed copy: {out_dir / nb.name}\n  reports it wrote, "
-              f"marked failed_run in their .meta.json (do not cite or commit them): {', '.join(marked) or 'none'}",
-              flush=True)
+        print(
+            f"FAILED: {nb} stopped: {error}\n  executed copy: {out_dir / nb.name}\n  reports it wrote, "
+            f"marked failed_run in their .meta.json (do not cite or commit them): {', '.join(marked) or 'none'}",
+            flush=True,
+        )
     if failures:
         left = [nb.name for nb in args.notebooks if nb.name not in done and nb not in [f[0] for f in failures]]
-        print((f"  not run: {', '.join(left)}\n" if left else "")
-              + (f"  bench_reproduce written for the {len(runs)} notebook(s) that finished" if runs else ""), flush=True)
+        print(
+            (f"  not run: {', '.join(left)}\n" if left else "")
+            + (f"  bench_reproduce written for the {len(runs)} notebook(s) that finished" if runs else ""),
+            flush=True,
+        )
         return 1
     print(df.to_string(index=False))
     return 0

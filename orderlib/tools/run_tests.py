@@ -1,4 +1,5 @@
-"""`make test`: the report index check, the library tests and every notebook on its small preset.
+"""`make test`: ruff (lint, format check), the report index check, the library tests and every
+notebook on its small preset.
 
     python -m orderlib.tools.run_tests [--keep-runs] [--tests PATH ...] [--notebooks NB ...] [--no-notebooks]
 
@@ -9,6 +10,7 @@ and pytest's temporary files into a system temp folder (outside the checkout's g
 disk both took, and removes them (keep them with --keep-runs). The last line is the count over all
 steps: `total: N passed, N failed, N skipped`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,6 +61,7 @@ def junit_counts(path: Path) -> dict[str, int]:
 
 def entailment_available() -> bool:
     from orderlib.data.entailment import available
+
     return available("snli") and available("sick")
 
 
@@ -87,34 +90,80 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, RUNS_ENV: str(runs)}
     py = sys.executable
     wall0, data0 = time.perf_counter(), folder_bytes(data_root())
-    notebooks = [Path(n) for n in (args.notebooks if args.notebooks is not None
-                                   else sorted(str(p.relative_to(root)) for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb")))]
+    notebooks = [
+        Path(n)
+        for n in (
+            args.notebooks
+            if args.notebooks is not None
+            else sorted(str(p.relative_to(root)) for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+        )
+    ]
     skipped_notebooks = []
     if any(n.name == SNLI_NOTEBOOK for n in notebooks) and not entailment_available():
         from orderlib.data.entailment import how_to_get
+
         skipped_notebooks.append(f"{SNLI_NOTEBOOK}: SNLI 1.0 and SICK not found. {how_to_get('snli', 'sick')}")
         notebooks = [n for n in notebooks if n.name != SNLI_NOTEBOOK]
-    results = [step("report index", [py, "-m", "orderlib.tools.report_index", "--check"], env),
-               step("library tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={scratch / 'library'}",
-                                      f"--junit-xml={runs / 'library.xml'}", *args.tests], env, runs / "library.xml")]
+    results = [
+        step("lint (ruff check)", [py, "-m", "ruff", "check", "."], env),
+        step("format (ruff format --check)", [py, "-m", "ruff", "format", "--check", "."], env),
+        step("report index", [py, "-m", "orderlib.tools.report_index", "--check"], env),
+        step(
+            "library tests",
+            [
+                py,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--basetemp={scratch / 'library'}",
+                f"--junit-xml={runs / 'library.xml'}",
+                *args.tests,
+            ],
+            env,
+            runs / "library.xml",
+        ),
+    ]
     if notebooks and not args.no_notebooks:
-        results.append(step("notebooks (small preset)",
-                            [py, "-m", "pytest", "-q", "--nbval-lax", "-p", "no:cacheprovider",
-                             f"--basetemp={scratch / 'notebooks'}", f"--junit-xml={runs / 'notebooks.xml'}",
-                             *map(str, notebooks)], env, runs / "notebooks.xml"))
+        results.append(
+            step(
+                "notebooks (small preset)",
+                [
+                    py,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "--nbval-lax",
+                    "-p",
+                    "no:cacheprovider",
+                    f"--basetemp={scratch / 'notebooks'}",
+                    f"--junit-xml={runs / 'notebooks.xml'}",
+                    *map(str, notebooks),
+                ],
+                env,
+                runs / "notebooks.xml",
+            )
+        )
     used, data_used = folder_bytes(runs) + folder_bytes(scratch), folder_bytes(data_root()) - data0
     child = resource.getrusage(resource.RUSAGE_CHILDREN)
     print("\n=== summary")
     for r in results:
-        print(f"  {r['name']:26s} {'ok    ' if r['rc'] in (0, 5) else 'FAILED'} {r['passed']:4d} passed, "
-              f"{r['failed']:3d} failed, {r['skipped']:3d} skipped  ({r['seconds'] / 60:.1f} min)")
+        print(
+            f"  {r['name']:30s} {'ok    ' if r['rc'] in (0, 5) else 'FAILED'} {r['passed']:4d} passed, "
+            f"{r['failed']:3d} failed, {r['skipped']:3d} skipped  ({r['seconds'] / 60:.1f} min)"
+        )
     for line in skipped_notebooks:
         print(f"  skipped {line}")
-    print(f"  wall {(time.perf_counter() - wall0) / 60:.1f} min, CPU {(child.ru_utime + child.ru_stime) / 60:.1f} min "
-          f"(user + system of the steps), peak memory of one process {child.ru_maxrss / 2**20:.1f} GiB")
-    print(f"  disk: {used / 2**20:,.0f} MiB written under {runs.relative_to(root)} and pytest's {scratch} "
-          f"({'kept' if args.keep_runs else 'removed'})" + (f"; data/ grew by {data_used / 2**20:,.0f} MiB"
-                                                              if data_used > 0 else ""))
+    print(
+        f"  wall {(time.perf_counter() - wall0) / 60:.1f} min, CPU {(child.ru_utime + child.ru_stime) / 60:.1f} min "
+        f"(user + system of the steps), peak memory of one process {child.ru_maxrss / 2**20:.1f} GiB"
+    )
+    print(
+        f"  disk: {used / 2**20:,.0f} MiB written under {runs.relative_to(root)} and pytest's {scratch} "
+        f"({'kept' if args.keep_runs else 'removed'})"
+        + (f"; data/ grew by {data_used / 2**20:,.0f} MiB" if data_used > 0 else "")
+    )
     if not args.keep_runs:
         shutil.rmtree(runs, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)

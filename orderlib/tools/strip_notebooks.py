@@ -3,6 +3,7 @@
 nbval (lax mode) compares exactly those kept outputs when CI re-executes the notebooks.
 Usage: `python -m orderlib.tools.strip_notebooks notebooks/*.ipynb`.
 """
+
 from __future__ import annotations
 
 import sys

@@ -11,6 +11,7 @@ builds the data (or loads them from the notebook's caches; the first to reach a 
 the others wait on its lock), then all train each model together (orderlib.distributed). Without
 torchrun this trains in one process, as the notebook would.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,9 @@ def retrieval(args, device, distributed: bool) -> dict:
     """Notebook 03's models: {method: result}."""
     from orderlib.experiments import oe_retrieval as exp
 
-    rows = exp.check_parameters(PRESET=args.preset, MATMUL=args.matmul, DATA=args.data, DATA_DIR=args.data_dir, ROWS=args.rows)["ROWS"]
+    rows = exp.check_parameters(
+        PRESET=args.preset, MATMUL=args.matmul, DATA=args.data, DATA_DIR=args.data_dir, ROWS=args.rows
+    )["ROWS"]
     cfg = {**exp.PRESETS[args.preset], "data": args.data, **({"rows": rows} if rows else {})}  # as notebook 03
     cfg["matmul"] = precision.use(args.matmul, device)
     paths = run_paths(f"oe_retrieval_{args.data}", args.preset)
@@ -61,22 +64,31 @@ def snli(args, device, distributed: bool) -> dict:
     return out
 
 
-NOTEBOOKS = {"retrieval": (retrieval, "scenes", ["scenes", "precomp"], "notebooks/03_oe_table2_retrieval.ipynb"),
-             "snli": (snli, "embedded", ["embedded", "official"], "notebooks/02_oe_table3_snli.ipynb")}
+NOTEBOOKS = {
+    "retrieval": (retrieval, "scenes", ["scenes", "precomp"], "notebooks/03_oe_table2_retrieval.ipynb"),
+    "snli": (snli, "embedded", ["embedded", "official"], "notebooks/02_oe_table3_snli.ipynb"),
+}
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="torchrun --nproc_per_node=N -m orderlib.tools.train_parallel",
-                                description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="torchrun --nproc_per_node=N -m orderlib.tools.train_parallel", description=__doc__.split("\n\n")[0]
+    )
     sub = p.add_subparsers(dest="notebook", required=True)
     for name, (_, data, choices, notebook) in NOTEBOOKS.items():
         s = sub.add_parser(name, help=f"the models of {notebook}")
         s.add_argument("--preset", default="small", help="the notebook's PRESET: small or full (default small)")
         s.add_argument("--data", default=data, choices=choices, help=f"the notebook's DATA (default {data})")
         s.add_argument("--data-dir", default=None, help="the notebook's DATA_DIR")
-        s.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                       help="cuda: each process takes cuda:LOCAL_RANK (NCCL); cpu: gloo (default: cuda if available)")
-        s.add_argument("--matmul", default="fp32", help="the notebook's MATMUL: fp32, bf16, tf32 or auto (default fp32)")
+        s.add_argument(
+            "--device",
+            default="auto",
+            choices=["auto", "cpu", "cuda"],
+            help="cuda: each process takes cuda:LOCAL_RANK (NCCL); cpu: gloo (default: cuda if available)",
+        )
+        s.add_argument(
+            "--matmul", default="fp32", help="the notebook's MATMUL: fp32, bf16, tf32 or auto (default fp32)"
+        )
         if name == "retrieval":
             s.add_argument("--rows", default=None, help="the notebook's ROWS: methods to train, 'a,b' (default all)")
     return p

@@ -16,6 +16,7 @@ Every model scores (image, pair) combinations, high = better (`scores(x, pairs) 
 Schedule (Utama 3.1): Adam, lr divided by 10 every 6 epochs, gradients clipped to norm 2.0;
 optionally a second phase with the CNN unfrozen (the "+finetune" row).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -33,8 +34,14 @@ from orderlib.losses import contrastive
 from orderlib.penalties import order_violation_matrix
 from orderlib.training import FitResult, fit
 
-TRAINER_CODE = ("orderlib.training.composition", "orderlib.encoders.composition", "orderlib.encoders.cnn",
-                "orderlib.losses", "orderlib.penalties", "orderlib.training.loop")
+TRAINER_CODE = (
+    "orderlib.training.composition",
+    "orderlib.encoders.composition",
+    "orderlib.encoders.cnn",
+    "orderlib.losses",
+    "orderlib.penalties",
+    "orderlib.training.loop",
+)
 
 
 @dataclass
@@ -157,7 +164,7 @@ class CRF(Recogniser):
         super().__init__()
         self.obj = _mlp(feature_dim, hidden, n_objs)
         self.hidden = nn.Sequential(nn.Linear(feature_dim, hidden), nn.LeakyReLU(0.1))
-        self.att_w = nn.Parameter(torch.randn(n_objs, n_attrs, hidden) / hidden ** 0.5)  # (O, A, H)
+        self.att_w = nn.Parameter(torch.randn(n_objs, n_attrs, hidden) / hidden**0.5)  # (O, A, H)
         self.att_b = nn.Parameter(torch.zeros(n_objs, n_attrs))
 
     def _log_p(self, x):
@@ -183,8 +190,11 @@ class CRF(Recogniser):
         pairs = pairs.to(lp_o.device)
         obj_score = lp_o[:, pairs[:, 1]]  # (N, P): each candidate's object
         best_obj = pairs[obj_score.argmax(1), 1]  # (N,)
-        s = torch.where(pairs[None, :, 1] == best_obj[:, None], lp_a[:, pairs[:, 1], pairs[:, 0]],
-                        torch.tensor(-float("inf"), device=lp_o.device))
+        s = torch.where(
+            pairs[None, :, 1] == best_obj[:, None],
+            lp_a[:, pairs[:, 1], pairs[:, 0]],
+            torch.tensor(-float("inf"), device=lp_o.device),
+        )
         return s.argmax(1)
 
 
@@ -224,7 +234,7 @@ def _batches(labels: np.ndarray, batch: int, distinct: bool, rng: np.random.Gene
     n = len(labels)
     if not distinct:
         order = rng.permutation(n)
-        return [order[i:i + batch] for i in range(0, n, batch)]
+        return [order[i : i + batch] for i in range(0, n, batch)]
     keys = labels[:, 0] * (labels[:, 1].max() + 1) + labels[:, 1]
     groups = [np.flatnonzero(keys == k) for k in np.unique(keys)]
     out = []
@@ -239,13 +249,25 @@ def predict_scores(model: Recogniser, x, pairs, batch: int = 2048) -> torch.Tens
     """(N, P) scores of inputs x (features or uint8 images) against pairs (P, 2), on the CPU."""
     model.eval()
     pairs = torch.as_tensor(pairs)
-    return torch.cat([model.scores(x[i:i + batch], pairs).cpu() for i in range(0, len(x), batch)])
+    return torch.cat([model.scores(x[i : i + batch], pairs).cpu() for i in range(0, len(x), batch)])
 
 
-def train_recogniser(cfg: CompositionConfig, word_vectors: np.ndarray, n_attrs: int, features: torch.Tensor,
-                     labels: np.ndarray, seen: np.ndarray, evaluate, score: str, checkpoint: Path | None = None,
-                     progress: bool = True, device="cpu", cnn: ItemCNN | None = None,
-                     images: np.ndarray | None = None, data_key: str = "") -> tuple[Recogniser, list[FitResult]]:
+def train_recogniser(
+    cfg: CompositionConfig,
+    word_vectors: np.ndarray,
+    n_attrs: int,
+    features: torch.Tensor,
+    labels: np.ndarray,
+    seen: np.ndarray,
+    evaluate,
+    score: str,
+    checkpoint: Path | None = None,
+    progress: bool = True,
+    device="cpu",
+    cnn: ItemCNN | None = None,
+    images: np.ndarray | None = None,
+    data_key: str = "",
+) -> tuple[Recogniser, list[FitResult]]:
     """Train cfg.model on frozen `features` (N, F) with (attr, obj) `labels` (N, 2) of the training
     pairs `seen` (P, 2); pick the epoch of best `evaluate(model)[score]` (a held-out metric).
     With cfg.finetune_epochs, continue with `cnn` unfrozen on the uint8 `images` (the features'
@@ -256,8 +278,12 @@ def train_recogniser(cfg: CompositionConfig, word_vectors: np.ndarray, n_attrs: 
         model = build_model(cfg, features.shape[1], word_vectors, n_attrs).to(device)
     seen_t = torch.as_tensor(seen, dtype=torch.long, device=device)
     labels_t = torch.as_tensor(labels, dtype=torch.long)
-    key = {**asdict(cfg), "code": code_version(*TRAINER_CODE), "data": data_key or fingerprint(features, labels, seen),
-           "words": fingerprint(torch.as_tensor(word_vectors))}
+    key = {
+        **asdict(cfg),
+        "code": code_version(*TRAINER_CODE),
+        "data": data_key or fingerprint(features, labels, seen),
+        "words": fingerprint(torch.as_tensor(word_vectors)),
+    }
 
     def phase(inputs, params, lr, epochs, name):
         opt = torch.optim.Adam(params, lr=lr, fused=True)  # one kernel per step: the tensor composer's V is 11.5M
@@ -280,8 +306,19 @@ def train_recogniser(cfg: CompositionConfig, word_vectors: np.ndarray, n_attrs: 
             return total / len(steps)
 
         ckpt = checkpoint and Path(f"{checkpoint}.{name}")
-        return fit(model, opt, {**key, "phase": name}, one_epoch, lambda: evaluate(model), score, epochs, epochs,
-                   ckpt, progress, f"{cfg.model}/{cfg.composer} {name}")
+        return fit(
+            model,
+            opt,
+            {**key, "phase": name},
+            one_epoch,
+            lambda: evaluate(model),
+            score,
+            epochs,
+            epochs,
+            ckpt,
+            progress,
+            f"{cfg.model}/{cfg.composer} {name}",
+        )
 
     results = [phase(features, list(model.parameters()), cfg.lr, cfg.epochs, "frozen")]
     if cfg.finetune_epochs:

@@ -12,6 +12,7 @@ RowAdam does for the model's manifolds, and their row-norm constraint ("norm_bou
 beyond the energy's, manifolds exactly its "ball" tables, CPU, a loss in LOSSES; elsewhere, or
 with ORDERLIB_FUSED=0, the PyTorch step runs.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,9 +23,16 @@ from orderlib.kernels import concept_step_kernel
 from orderlib.optim import RowAdam
 
 # the kernel's energy codes, and the parameters each takes (a model's fused_energy()["params"], in order)
-ENERGIES = {"order_violation": (0, []), "cosine": (1, ["eps"]), "density_order": (2, ["gamma", "normalize"]),
-            "box": (3, ["temperature"]), "gumbel_box": (4, ["beta", "temperature"]), "bilinear": (5, []),
-            "poincare_distance": (6, []), "cones": (7, ["K"])}
+ENERGIES = {
+    "order_violation": (0, []),
+    "cosine": (1, ["eps"]),
+    "density_order": (2, ["gamma", "normalize"]),
+    "box": (3, ["temperature"]),
+    "gumbel_box": (4, ["beta", "temperature"]),
+    "bilinear": (5, []),
+    "poincare_distance": (6, []),
+    "cones": (7, ["K"]),
+}
 LOSSES = {"max_margin": 0, "ranking_hinge": 1, "binary_cross_entropy": 2, "logistic_ranking": 3}  # the kernel's codes
 
 
@@ -40,10 +48,14 @@ def applies(model, optimizer: str, loss: str, device: torch.device) -> bool:
     if spec is None:
         return False
     balls = {t for t, b in zip(spec["tables"], ball_flags(spec)) if b}
-    return (optimizer in ("lazy_adam", "sparse_adam") and dense == spec.get("dense", [])
-            and set(model.manifolds()) == balls
-            and loss in LOSSES and torch.device(device).type == "cpu"
-            and all(t.dtype in (torch.float32, torch.float64) for t in model.tables().values()))
+    return (
+        optimizer in ("lazy_adam", "sparse_adam")
+        and dense == spec.get("dense", [])
+        and set(model.manifolds()) == balls
+        and loss in LOSSES
+        and torch.device(device).type == "cpu"
+        and all(t.dtype in (torch.float32, torch.float64) for t in model.tables().values())
+    )
 
 
 class FusedStep:
@@ -73,12 +85,33 @@ class FusedStep:
 
     def __call__(self, pairs: torch.Tensor, b: int) -> float:
         r = self.rows
-        loss = self.kernel.concept_step([r.tables[k] for k in self.names], [r.moments[k] for k in self.names],
-                                        self.lower, self.upper, r.last, self.mark, pairs.contiguous(), b, r.t,
-                                        r.lr, r.betas[0], r.betas[1], r.eps, r.window, r.EXACT_UNTIL, r.catch_up,
-                                        self.energy, self.params, self.loss, self.margin,
-                                        [p.data for p in self.dense], self.grads, self.ball, self.norm_lo,
-                                        self.norm_hi)
+        loss = self.kernel.concept_step(
+            [r.tables[k] for k in self.names],
+            [r.moments[k] for k in self.names],
+            self.lower,
+            self.upper,
+            r.last,
+            self.mark,
+            pairs.contiguous(),
+            b,
+            r.t,
+            r.lr,
+            r.betas[0],
+            r.betas[1],
+            r.eps,
+            r.window,
+            r.EXACT_UNTIL,
+            r.catch_up,
+            self.energy,
+            self.params,
+            self.loss,
+            self.margin,
+            [p.data for p in self.dense],
+            self.grads,
+            self.ball,
+            self.norm_lo,
+            self.norm_hi,
+        )
         for p, g in zip(self.dense, self.grads):  # for the caller's optimizer
             p.grad = g
         r.t += 1
@@ -88,7 +121,19 @@ class FusedStep:
         """Bring every row up to the current step (RowAdam.flush's catch-up rule, in one compiled pass)."""
         r = self.rows
         if r.catch_up:
-            self.kernel.concept_flush([r.tables[k] for k in self.names], [r.moments[k] for k in self.names],
-                                      self.lower, self.upper, r.last, r.t, r.lr, r.betas[0], r.betas[1], r.window,
-                                      r.EXACT_UNTIL, self.ball, self.norm_lo, self.norm_hi)
-
+            self.kernel.concept_flush(
+                [r.tables[k] for k in self.names],
+                [r.moments[k] for k in self.names],
+                self.lower,
+                self.upper,
+                r.last,
+                r.t,
+                r.lr,
+                r.betas[0],
+                r.betas[1],
+                r.window,
+                r.EXACT_UNTIL,
+                self.ball,
+                self.norm_lo,
+                self.norm_hi,
+            )

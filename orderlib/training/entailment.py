@@ -1,6 +1,7 @@
 """Train and evaluate sentence-pair entailment models (Section 5.3 of Vendrov et al.): Adam,
 batches of sentence pairs, gradient-norm clipping, early stopping on held-out accuracy, and a
 threshold on the energy chosen on held-out data only (never on test)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -10,16 +11,24 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from orderlib import distributed as ddp, precision
+from orderlib import distributed as ddp
+from orderlib import precision
+from orderlib.checkpoint import code_version, fingerprint
 from orderlib.data.entailment import PairSet, tokenize
 from orderlib.encoders.entailment import build_entailment_model, entailment_loss
 from orderlib.encoders.sentence import Vocab
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
-from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import ThresholdResult, fit
 
-TRAINER_CODE = ("orderlib.training.entailment", "orderlib.training.loop", "orderlib.distributed",
-                "orderlib.encoders.entailment", "orderlib.encoders.sentence", "orderlib.eval.threshold", "orderlib.precision")
+TRAINER_CODE = (
+    "orderlib.training.entailment",
+    "orderlib.training.loop",
+    "orderlib.distributed",
+    "orderlib.encoders.entailment",
+    "orderlib.encoders.sentence",
+    "orderlib.eval.threshold",
+    "orderlib.precision",
+)
 
 
 @dataclass
@@ -46,7 +55,7 @@ class EncodedPairs:
     positive: torch.Tensor  # (n,) bool, entailment
 
     @classmethod
-    def from_pairs(cls, pairs: PairSet, vocab: Vocab, max_len: int = 60) -> "EncodedPairs":
+    def from_pairs(cls, pairs: PairSet, vocab: Vocab, max_len: int = 60) -> EncodedPairs:
         p, pl = vocab.encode([tokenize(s) for s in pairs.premises], max_len)
         h, hl = vocab.encode([tokenize(s) for s in pairs.hypotheses], max_len)
         return cls(p, pl, h, hl, torch.as_tensor(pairs.positive))
@@ -58,7 +67,7 @@ class EncodedPairs:
         """Return (p, pl, h, hl) for rows idx, trimmed to the batch's longest sentence."""
         idx = torch.as_tensor(idx)
         pl, hl = self.pl[idx], self.hl[idx]
-        p, h = self.p[idx, :int(pl.max())], self.h[idx, :int(hl.max())]
+        p, h = self.p[idx, : int(pl.max())], self.h[idx, : int(hl.max())]
         return p.to(device), pl, h.to(device), hl
 
 
@@ -80,8 +89,10 @@ def prepare(train: PairSet, holdout: PairSet, test: PairSet, min_count: int = 1)
 def energies(model, pairs: EncodedPairs, device, batch: int = 512) -> np.ndarray:
     """Return (n,) energies, low = entailment."""
     model.eval()
-    out = [model(*pairs.batch(torch.arange(i, min(i + batch, len(pairs))), device)).float().cpu()
-           for i in range(0, len(pairs), batch)]
+    out = [
+        model(*pairs.batch(torch.arange(i, min(i + batch, len(pairs))), device)).float().cpu()
+        for i in range(0, len(pairs), batch)
+    ]
     return torch.cat(out).numpy()
 
 
@@ -106,21 +117,30 @@ def _build(cfg: EntailmentConfig, vocab_size: int, device):
     return model.to(device)
 
 
-def shard_loss(model, replica: torch.nn.Module, pairs: EncodedPairs, idx: np.ndarray, cfg: EntailmentConfig,
-               device) -> torch.Tensor:
+def shard_loss(
+    model, replica: torch.nn.Module, pairs: EncodedPairs, idx: np.ndarray, cfg: EntailmentConfig, device
+) -> torch.Tensor:
     """Return this rank's share of the loss of a global batch of pairs idx: the loss of its shard
     (orderlib.distributed.shard) through `replica` (the model under orderlib.distributed.wrap),
     weighted by (its pairs / the batch's) x ranks, so that the gradient averaged over ranks is the
     whole batch's; a rank that owns no pair of a short last batch runs one with weight 0."""
     rows, own = ddp.shard(len(idx))
-    rows = idx[rows[:max(own, 1)]]
+    rows = idx[rows[: max(own, 1)]]
     e = replica(*pairs.batch(rows, device))  # (max(own, 1),)
     loss = entailment_loss(model, e, pairs.positive[rows].to(device), cfg.margin)
     return loss * (own * ddp.world_size() / len(idx))
 
 
-def train_epoch(model, opt, data: EntailmentData, cfg: EntailmentConfig, epoch: int, device,
-                progress: bool = False, replica: torch.nn.Module | None = None) -> float:
+def train_epoch(
+    model,
+    opt,
+    data: EntailmentData,
+    cfg: EntailmentConfig,
+    epoch: int,
+    device,
+    progress: bool = False,
+    replica: torch.nn.Module | None = None,
+) -> float:
     """One pass over the training pairs in batches of `cfg.batch`; returns the mean batch loss. With
     `replica` (see `shard_loss`), this rank trains on its shard of each batch and every rank takes
     the step one process would take."""
@@ -128,7 +148,7 @@ def train_epoch(model, opt, data: EntailmentData, cfg: EntailmentConfig, epoch: 
     order = np.random.default_rng([cfg.seed, epoch]).permutation(len(data.train))
     total, steps = 0.0, range(0, len(order), cfg.batch)
     for i in tqdm(steps, desc=f"epoch {epoch}", leave=False, disable=not progress):
-        idx = order[i:i + cfg.batch]
+        idx = order[i : i + cfg.batch]
         if replica is None:
             e = model(*data.train.batch(idx, device))  # (B,)
             loss = entailment_loss(model, e, data.train.positive[idx].to(device), cfg.margin)
@@ -143,8 +163,14 @@ def train_epoch(model, opt, data: EntailmentData, cfg: EntailmentConfig, epoch: 
     return mean if replica is None else ddp.average(mean)  # the shares' mean: the batches' mean loss
 
 
-def train_entailment_model(data: EntailmentData, cfg: EntailmentConfig, device="cpu", checkpoint: Path | None = None,
-                           progress: bool = True, distributed: bool = False) -> ThresholdResult:
+def train_entailment_model(
+    data: EntailmentData,
+    cfg: EntailmentConfig,
+    device="cpu",
+    checkpoint: Path | None = None,
+    progress: bool = True,
+    distributed: bool = False,
+) -> ThresholdResult:
     """Train `cfg.model` with early stopping on held-out accuracy; resume from `checkpoint`. With
     `distributed`, every rank of a torchrun process group calls this alike (its own `device`) and
     trains its shard of each global batch of `cfg.batch` (orderlib.distributed); the checkpoint has
@@ -154,14 +180,29 @@ def train_entailment_model(data: EntailmentData, cfg: EntailmentConfig, device="
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     replica = ddp.wrap(model) if distributed else None
     matmul = precision.resolve(cfg.matmul, device)
-    key = {**asdict(cfg), "matmul": matmul, "code": code_version(*TRAINER_CODE),
-           "data": fingerprint(data.vocab.words, *(getattr(s, f) for s in (data.train, data.holdout)
-                                                   for f in ("p", "pl", "h", "hl", "positive")))}
+    key = {
+        **asdict(cfg),
+        "matmul": matmul,
+        "code": code_version(*TRAINER_CODE),
+        "data": fingerprint(
+            data.vocab.words,
+            *(getattr(s, f) for s in (data.train, data.holdout) for f in ("p", "pl", "h", "hl", "positive")),
+        ),
+    }
     with precision.matmul_precision(matmul, device):  # training and its held-out checks; test in fp32
-        fitted = fit(model, opt, key,
-                     lambda epoch: train_epoch(model, opt, data, cfg, epoch, device, progress and ddp.is_main(),
-                                               replica),
-                     lambda: held_out(model, data, device), "dev_accuracy", cfg.epochs, cfg.patience, checkpoint,
-                     progress, cfg.model, distributed)
+        fitted = fit(
+            model,
+            opt,
+            key,
+            lambda epoch: train_epoch(model, opt, data, cfg, epoch, device, progress and ddp.is_main(), replica),
+            lambda: held_out(model, data, device),
+            "dev_accuracy",
+            cfg.epochs,
+            cfg.patience,
+            checkpoint,
+            progress,
+            cfg.model,
+            distributed,
+        )
     ev = evaluate(model, data, device)
     return ThresholdResult.of(model, fitted, ev)

@@ -5,6 +5,7 @@ true pair for each kind in `cfg.negatives` (NEGATIVE_KINDS); train negatives are
 epoch from an RNG seeded by (seed, epoch), so a resumed run is the run it continues.
 Model selection (early stopping and threshold) uses dev only.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -15,20 +16,28 @@ import torch
 from torch.func import functional_call
 from tqdm.auto import tqdm
 
+from orderlib.checkpoint import code_version, fingerprint
 from orderlib.data.hypernymy import HypernymyData, in_set, pair_codes
 from orderlib.encoders.concepts import ConceptModel, build_concept_model
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
-from orderlib.losses import LOSSES
 from orderlib.kernels import STEP_SOURCE, concept_step_kernel, concept_step_status
+from orderlib.losses import LOSSES
 from orderlib.optim import RowAdam
-from orderlib.training import concept_step
-from orderlib.checkpoint import code_version, fingerprint
-from orderlib.training import ThresholdResult, fit
+from orderlib.training import ThresholdResult, concept_step, fit
 
-TRAINER_CODE = ("orderlib.training.hypernymy", "orderlib.training.loop", "orderlib.encoders.concepts", "orderlib.optim",
-                "orderlib.training.concept_step",
-                "orderlib.losses", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold",
-                "orderlib.encoders.boxes", "orderlib.encoders.hyperbolic")
+TRAINER_CODE = (
+    "orderlib.training.hypernymy",
+    "orderlib.training.loop",
+    "orderlib.encoders.concepts",
+    "orderlib.optim",
+    "orderlib.training.concept_step",
+    "orderlib.losses",
+    "orderlib.penalties",
+    "orderlib.data.hypernymy",
+    "orderlib.eval.threshold",
+    "orderlib.encoders.boxes",
+    "orderlib.encoders.hyperbolic",
+)
 
 
 OPTIMIZERS = {
@@ -77,8 +86,16 @@ class _Stepper:
         self.all_rows = cfg.optimizer == "adam" and bool(manifolds)
         self.tables = model.tables() if cfg.optimizer != "adam" or self.all_rows else {}
         dense = [p for n, p in model.named_parameters() if n not in self.tables and p.requires_grad]
-        self.rows = (RowAdam({k: t.data for k, t in self.tables.items()}, lr=cfg.lr,
-                             catch_up=cfg.optimizer == "lazy_adam", manifolds=manifolds) if self.tables else None)
+        self.rows = (
+            RowAdam(
+                {k: t.data for k, t in self.tables.items()},
+                lr=cfg.lr,
+                catch_up=cfg.optimizer == "lazy_adam",
+                manifolds=manifolds,
+            )
+            if self.tables
+            else None
+        )
         # fused: one kernel per step instead of ~10 ATen calls (bilinear's W: 220 -> ~20 us a step)
         fused_adam = torch.device(device).type in ("cpu", "cuda")
         self.dense = torch.optim.Adam(dense, lr=cfg.lr, fused=fused_adam) if dense else None
@@ -86,9 +103,13 @@ class _Stepper:
         loss = cfg.loss or model.loss
         usable = concept_step.applies(model, cfg.optimizer, loss, device) and concept_step_kernel() is not None
         if fused and not usable:
-            raise RuntimeError(f"the compiled step does not apply to {cfg.model!r} with optimizer {cfg.optimizer!r}, "
-                               f"loss {loss!r} on {device} ({concept_step_status()})")
-        self.fused = concept_step.FusedStep(model, self.rows, loss, cfg.margin) if usable and fused is not False else None
+            raise RuntimeError(
+                f"the compiled step does not apply to {cfg.model!r} with optimizer {cfg.optimizer!r}, "
+                f"loss {loss!r} on {device} ({concept_step_status()})"
+            )
+        self.fused = (
+            concept_step.FusedStep(model, self.rows, loss, cfg.margin) if usable and fused is not False else None
+        )
         self.constant = model.constant_columns() if self.rows is not None else {}  # dense Adam: constrain does it
 
     def _hold_constants(self, rows: torch.Tensor) -> None:
@@ -153,8 +174,10 @@ class _Stepper:
             self.rows.flush(self.model.constrain)
 
     def state_dict(self) -> dict:
-        return {"rows": self.rows.state_dict() if self.rows else None,
-                "dense": self.dense.state_dict() if self.dense else None}
+        return {
+            "rows": self.rows.state_dict() if self.rows else None,
+            "dense": self.dense.state_dict() if self.dense else None,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         if self.rows:
@@ -168,8 +191,11 @@ def evaluate(model: ConceptModel, data: HypernymyData, device) -> dict:
     e_dev = model.energies(torch.as_tensor(data.dev, device=device)).cpu().numpy()
     e_test = model.energies(torch.as_tensor(data.test, device=device)).cpu().numpy()
     tau, dev_acc = best_threshold(e_dev, data.dev_labels)
-    return {"tau": tau, "dev_accuracy": 100 * dev_acc,
-            "test_accuracy": 100 * threshold_accuracy(e_test, data.test_labels, tau)}
+    return {
+        "tau": tau,
+        "dev_accuracy": 100 * dev_acc,
+        "test_accuracy": 100 * threshold_accuracy(e_test, data.test_labels, tau),
+    }
 
 
 class _Siblings:
@@ -199,8 +225,9 @@ class _Siblings:
         return out
 
 
-def extra_negatives(kind: str, data: HypernymyData, pos: np.ndarray, rng: np.random.Generator,
-                    siblings: _Siblings | None = None) -> np.ndarray:
+def extra_negatives(
+    kind: str, data: HypernymyData, pos: np.ndarray, rng: np.random.Generator, siblings: _Siblings | None = None
+) -> np.ndarray:
     """Return one negative of `kind` (NEGATIVE_KINDS) per true pair of pos (P, 2), shape (P, 2)."""
     if kind == "random":
         return data.train_negatives(rng, pos)
@@ -211,8 +238,16 @@ def extra_negatives(kind: str, data: HypernymyData, pos: np.ndarray, rng: np.ran
     raise ValueError(f"unknown negative kind {kind!r}; expected one of {sorted(NEGATIVE_KINDS)}")
 
 
-def train_epoch(stepper: _Stepper, data: HypernymyData, cfg: HypernymyConfig, epoch: int, device,
-                progress: bool, siblings: _Siblings | None = None, after_step=None) -> float:
+def train_epoch(
+    stepper: _Stepper,
+    data: HypernymyData,
+    cfg: HypernymyConfig,
+    epoch: int,
+    device,
+    progress: bool,
+    siblings: _Siblings | None = None,
+    after_step=None,
+) -> float:
     """Run one epoch of steps; return the mean batch loss. `after_step()`, if given, runs after each step."""
     rng = np.random.default_rng([cfg.seed, epoch])
     pos = data.epoch_positives(rng, cfg.train_fraction)  # (P, 2)
@@ -223,20 +258,31 @@ def train_epoch(stepper: _Stepper, data: HypernymyData, cfg: HypernymyConfig, ep
     base = LOSSES[cfg.loss or stepper.model.loss]
     loss_fn = lambda e_pos, e_neg: base(e_pos, e_neg, cfg.margin)  # noqa: E731
     total, steps = 0.0, 0
-    bar = tqdm(range(0, len(pos), cfg.batch), desc=f"{cfg.model} epoch {epoch}", leave=False,
-               disable=not progress, mininterval=2.0)
+    bar = tqdm(
+        range(0, len(pos), cfg.batch),
+        desc=f"{cfg.model} epoch {epoch}",
+        leave=False,
+        disable=not progress,
+        mininterval=2.0,
+    )
     for i in bar:
-        neg = neg_t[:, i:i + cfg.batch].reshape(-1, 2)  # (K * B, 2), kind-major
-        total += stepper.step(loss_fn, pos_t[i:i + cfg.batch], neg)
+        neg = neg_t[:, i : i + cfg.batch].reshape(-1, 2)  # (K * B, 2), kind-major
+        total += stepper.step(loss_fn, pos_t[i : i + cfg.batch], neg)
         steps += 1
         if after_step is not None:
             after_step()
     return total / max(1, steps)
 
 
-def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
-                        checkpoint: Path | None = None, progress: bool = True,
-                        init: dict[str, torch.Tensor] | None = None, fused: bool | None = None) -> ThresholdResult:
+def train_concept_model(
+    data: HypernymyData,
+    cfg: HypernymyConfig,
+    device="cpu",
+    checkpoint: Path | None = None,
+    progress: bool = True,
+    init: dict[str, torch.Tensor] | None = None,
+    fused: bool | None = None,
+) -> ThresholdResult:
     """Train `cfg.model` with early stopping on dev accuracy; resume from `checkpoint` if present.
 
     `init` maps parameter names (e.g. "emb.weight") to starting values, copied in after the
@@ -265,22 +311,50 @@ def train_concept_model(data: HypernymyData, cfg: HypernymyConfig, device="cpu",
         model.eval()
         return loss
 
-    key = {**asdict(cfg), "code": code_version(*TRAINER_CODE),
-           "data": fingerprint(data.protocol, data.n_nodes, data.train, data.dev, data.dev_labels, data.test, data.test_labels,
-                               data.closure)}
+    key = {
+        **asdict(cfg),
+        "code": code_version(*TRAINER_CODE),
+        "data": fingerprint(
+            data.protocol,
+            data.n_nodes,
+            data.train,
+            data.dev,
+            data.dev_labels,
+            data.test,
+            data.test_labels,
+            data.closure,
+        ),
+    }
     if init:
         key["init"] = fingerprint(init)
     if stepper.fused is not None:
         key["step"] = fingerprint(STEP_SOURCE.read_text())
-    fitted = fit(model, stepper, key, one_epoch, lambda: evaluate(model, data, device), "dev_accuracy",
-                 cfg.epochs, cfg.patience, checkpoint, progress, cfg.model)
+    fitted = fit(
+        model,
+        stepper,
+        key,
+        one_epoch,
+        lambda: evaluate(model, data, device),
+        "dev_accuracy",
+        cfg.epochs,
+        cfg.patience,
+        checkpoint,
+        progress,
+        cfg.model,
+    )
     model.eval()
     ev = evaluate(model, data, device)
     return ThresholdResult.of(model, fitted, ev)
 
 
-def evaluation_trace(data: HypernymyData, cfg: HypernymyConfig, every: int, device="cpu", progress: bool = True,
-                     fused: bool | None = None) -> list[dict]:
+def evaluation_trace(
+    data: HypernymyData,
+    cfg: HypernymyConfig,
+    every: int,
+    device="cpu",
+    progress: bool = True,
+    fused: bool | None = None,
+) -> list[dict]:
     """Train `cfg` for all `cfg.epochs` epochs (no early stopping) and evaluate every `every` steps
     and after each epoch, as Athiwaratkun & Wilson's main.lua did (eval_freq 100: tau chosen on dev,
     test accuracy at that tau). Return one record per evaluation: step, epoch, epoch_end, dev, test.
@@ -305,8 +379,15 @@ def evaluation_trace(data: HypernymyData, cfg: HypernymyConfig, every: int, devi
         model.eval()
         ev = evaluate(model, data, device)
         model.train()
-        records.append({"step": step, "epoch": epoch, "epoch_end": epoch_end, "dev": ev["dev_accuracy"],
-                        "test": ev["test_accuracy"]})
+        records.append(
+            {
+                "step": step,
+                "epoch": epoch,
+                "epoch_end": epoch_end,
+                "dev": ev["dev_accuracy"],
+                "test": ev["test_accuracy"],
+            }
+        )
 
     def after_step() -> None:
         nonlocal step

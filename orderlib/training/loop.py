@@ -1,15 +1,16 @@
 """The epoch loop shared by the trainers: early stopping on a held-out score, the best state
 kept, atomic checkpoints as it goes (at most one per CHECKPOINT_EVERY_S, and always the last
 epoch's), and resume from them."""
+
 from __future__ import annotations
 
 import contextlib
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 from tqdm.auto import tqdm
@@ -44,8 +45,10 @@ class TrainingDiverged(RuntimeError):
 def _check_finite(desc: str, epoch: int, what: str, value, checkpoint: Path | None) -> None:
     if isinstance(value, (int, float)) and not math.isfinite(value):
         kept = f" The checkpoint {checkpoint} still holds the last finite epoch." if checkpoint else ""
-        raise TrainingDiverged(f"{desc or 'training'}: {what} became {value} in epoch {epoch}; the run has "
-                               f"diverged (lower the learning rate or the gradient clip, or check the inputs).{kept}")
+        raise TrainingDiverged(
+            f"{desc or 'training'}: {what} became {value} in epoch {epoch}; the run has "
+            f"diverged (lower the learning rate or the gradient clip, or check the inputs).{kept}"
+        )
 
 
 @dataclass
@@ -63,6 +66,7 @@ class FitResult:
 class ThresholdResult:
     """A model trained by `fit` and scored by a threshold chosen on dev: what the hypernymy,
     word2gauss and entailment trainers return."""
+
     model: torch.nn.Module
     history: list[dict] = field(default_factory=list)
     best_epoch: int = -1
@@ -74,15 +78,35 @@ class ThresholdResult:
     trained_at: str | None = None  # git commit whose code trained it (None: unknown, an older checkpoint)
 
     @classmethod
-    def of(cls, model: torch.nn.Module, fitted: FitResult, ev: dict) -> "ThresholdResult":
+    def of(cls, model: torch.nn.Module, fitted: FitResult, ev: dict) -> ThresholdResult:
         """Combine `fit`'s record with a final evaluation {tau, dev_accuracy, test_accuracy}."""
-        return cls(model, fitted.history, fitted.best_epoch, ev["tau"], ev["dev_accuracy"], ev["test_accuracy"],
-                   fitted.seconds, fitted.resumed, fitted.trained_at)
+        return cls(
+            model,
+            fitted.history,
+            fitted.best_epoch,
+            ev["tau"],
+            ev["dev_accuracy"],
+            ev["test_accuracy"],
+            fitted.seconds,
+            fitted.resumed,
+            fitted.trained_at,
+        )
 
 
-def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], float],
-        evaluate: Callable[[], dict], score: str, epochs: int, patience: int,
-        checkpoint: Path | None = None, progress: bool = True, desc: str = "", distributed: bool = False) -> FitResult:
+def fit(
+    model: torch.nn.Module,
+    opt,
+    cfg: dict,
+    train_epoch: Callable[[int], float],
+    evaluate: Callable[[], dict],
+    score: str,
+    epochs: int,
+    patience: int,
+    checkpoint: Path | None = None,
+    progress: bool = True,
+    desc: str = "",
+    distributed: bool = False,
+) -> FitResult:
     """Run `train_epoch(epoch)` then `evaluate()` for up to `epochs` epochs; stop once `patience`
     epochs pass without a higher `evaluate()[score]`; leave the best epoch's weights in `model`.
     A NaN or infinite loss or score stops the run with TrainingDiverged (nothing of that epoch saved).
@@ -143,9 +167,21 @@ def fit(model: torch.nn.Module, opt, cfg: dict, train_epoch: Callable[[int], flo
             done = epoch - best[1] >= patience or epoch == epochs - 1
             if checkpoint and main and (done or time.perf_counter() - saved >= CHECKPOINT_EVERY_S):
                 weights = {} if done else {"model": model.state_dict(), "opt": opt.state_dict()}
-                save_checkpoint(checkpoint, {"cfg": cfg, **weights, "epoch": epoch, "history": history,
-                                             "best": list(best), "best_state": best_state, "done": done,
-                                             "seconds": seconds, "trained_at": trained_at, "processes": processes})
+                save_checkpoint(
+                    checkpoint,
+                    {
+                        "cfg": cfg,
+                        **weights,
+                        "epoch": epoch,
+                        "history": history,
+                        "best": list(best),
+                        "best_state": best_state,
+                        "done": done,
+                        "seconds": seconds,
+                        "trained_at": trained_at,
+                        "processes": processes,
+                    },
+                )
                 saved = time.perf_counter()
         if best_state is not None:
             model.load_state_dict(best_state)

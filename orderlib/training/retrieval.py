@@ -1,6 +1,7 @@
 """Train joint image-caption embeddings (Section 4.4 of Vendrov et al.): batches of distinct
 images with one random caption each, all in-batch contrastive terms, Adam, per-tensor gradient
 clipping, early stopping on dev image-retrieval recall (R@1 + R@5 + R@10, as the authors' code)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -10,19 +11,28 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from orderlib import distributed as ddp, precision
+from orderlib import distributed as ddp
+from orderlib import precision
+from orderlib.checkpoint import code_version, fingerprint
 from orderlib.encoders.joint import JointEmbedding
 from orderlib.encoders.sentence import Vocab
 from orderlib.eval.retrieval import evaluate_retrieval
 from orderlib.losses import in_batch_loss
-from orderlib.checkpoint import code_version, fingerprint
 from orderlib.training import fit
 
 CAPTIONS_PER_IMAGE = 5
 # The code that determines a trained model: its checkpoints are keyed by this code's version.
-TRAINER_CODE = ("orderlib.training.retrieval", "orderlib.training.loop", "orderlib.distributed", "orderlib.encoders.joint",
-                "orderlib.encoders.sentence", "orderlib.encoders.image", "orderlib.losses", "orderlib.penalties",
-                "orderlib.precision")
+TRAINER_CODE = (
+    "orderlib.training.retrieval",
+    "orderlib.training.loop",
+    "orderlib.distributed",
+    "orderlib.encoders.joint",
+    "orderlib.encoders.sentence",
+    "orderlib.encoders.image",
+    "orderlib.losses",
+    "orderlib.penalties",
+    "orderlib.precision",
+)
 
 
 @dataclass
@@ -57,7 +67,7 @@ class CaptionedImages:
         """(tokens trimmed to the longest of idx, lengths) of caption rows idx."""
         idx = torch.as_tensor(idx)
         lengths = self.lengths[idx]
-        return self.tokens[idx, :int(lengths.max())].to(device), lengths
+        return self.tokens[idx, : int(lengths.max())].to(device), lengths
 
 
 @dataclass
@@ -75,8 +85,9 @@ class RetrievalData:
 def encode_split(features: torch.Tensor, captions: list[list[str]], vocab: Vocab) -> CaptionedImages:
     """Tokenised captions (5 per image, in image order) + features -> CaptionedImages."""
     if len(captions) != CAPTIONS_PER_IMAGE * features.shape[0]:
-        raise ValueError(f"{len(captions)} captions for {features.shape[0]} images; expected "
-                         f"{CAPTIONS_PER_IMAGE} per image")
+        raise ValueError(
+            f"{len(captions)} captions for {features.shape[0]} images; expected {CAPTIONS_PER_IMAGE} per image"
+        )
     tokens, lengths = vocab.encode(captions)
     return CaptionedImages(torch.as_tensor(features, dtype=torch.float32), tokens, lengths)
 
@@ -93,10 +104,11 @@ def embed(model: JointEmbedding, split: CaptionedImages, batch: int = 1024) -> t
     """Return (images (N, D), captions (5N, D)) embedded by `model`, on the model's device."""
     model.eval()
     device = next(model.parameters()).device
-    ims = torch.cat([model.images(split.features[i:i + batch].to(device)) for i in range(0, len(split), batch)])
+    ims = torch.cat([model.images(split.features[i : i + batch].to(device)) for i in range(0, len(split), batch)])
     n = split.tokens.shape[0]
-    caps = torch.cat([model.captions(*split.captions(torch.arange(i, min(i + batch, n)), device))
-                      for i in range(0, n, batch)])
+    caps = torch.cat(
+        [model.captions(*split.captions(torch.arange(i, min(i + batch, n)), device)) for i in range(0, n, batch)]
+    )
     return ims, caps
 
 
@@ -131,8 +143,9 @@ class Encoders(torch.nn.Module):
         return self.model.images(features), self.model.captions(tokens, lengths)
 
 
-def sharded_penalties(model: JointEmbedding, encoders: torch.nn.Module, split: CaptionedImages, idx: np.ndarray,
-                      caps: np.ndarray) -> torch.Tensor:
+def sharded_penalties(
+    model: JointEmbedding, encoders: torch.nn.Module, split: CaptionedImages, idx: np.ndarray, caps: np.ndarray
+) -> torch.Tensor:
     """Return the (B, B) penalty matrix of a global batch (images idx, captions caps) of which this
     rank encodes only its shard (orderlib.distributed.shard) through `encoders` (Encoders(model)
     under orderlib.distributed.wrap): the embeddings are gathered from every rank with gradient, so
@@ -143,8 +156,15 @@ def sharded_penalties(model: JointEmbedding, encoders: torch.nn.Module, split: C
     return model.penalty_matrix(ddp.gather_rows(images, len(idx)), ddp.gather_rows(captions, len(idx)))  # (B, B)
 
 
-def train_epoch(model: JointEmbedding, opt, data: RetrievalData, cfg: RetrievalConfig, epoch: int,
-                progress: bool = False, encoders: torch.nn.Module | None = None) -> float:
+def train_epoch(
+    model: JointEmbedding,
+    opt,
+    data: RetrievalData,
+    cfg: RetrievalConfig,
+    epoch: int,
+    progress: bool = False,
+    encoders: torch.nn.Module | None = None,
+) -> float:
     """One pass over the training images in batches of `cfg.batch` distinct images, each with one
     of its captions drawn at random; returns the mean batch loss. With `encoders` (see
     `sharded_penalties`), this rank encodes its shard of each batch and DistributedDataParallel
@@ -156,8 +176,8 @@ def train_epoch(model: JointEmbedding, opt, data: RetrievalData, cfg: RetrievalC
     pick = rng.integers(CAPTIONS_PER_IMAGE, size=len(order))
     total, steps = 0.0, range(0, len(order), cfg.batch)
     for i in tqdm(steps, desc=f"epoch {epoch}", leave=False, disable=not progress):
-        idx = order[i:i + cfg.batch]
-        caps = idx * CAPTIONS_PER_IMAGE + pick[i:i + cfg.batch]
+        idx = order[i : i + cfg.batch]
+        caps = idx * CAPTIONS_PER_IMAGE + pick[i : i + cfg.batch]
         if encoders is None:
             e = model(data.train.features[idx].to(device), *data.train.captions(caps, device))  # (B, B)
         else:
@@ -184,8 +204,15 @@ class RetrievalResult:
     trained_at: str | None = None  # git commit that trained it (None: a checkpoint from before this was recorded)
 
 
-def train_retrieval_model(data: RetrievalData, cfg: RetrievalConfig, device="cpu", checkpoint: Path | None = None,
-                          progress: bool = True, desc: str = "", distributed: bool = False) -> RetrievalResult:
+def train_retrieval_model(
+    data: RetrievalData,
+    cfg: RetrievalConfig,
+    device="cpu",
+    checkpoint: Path | None = None,
+    progress: bool = True,
+    desc: str = "",
+    distributed: bool = False,
+) -> RetrievalResult:
     """Train with early stopping on the dev score; resume from `checkpoint`; return the best model.
     With `distributed`, every rank of a torchrun process group calls this alike (its own `device`)
     and trains its shard of each global batch of `cfg.batch` (orderlib.distributed); the checkpoint
@@ -201,13 +228,33 @@ def train_retrieval_model(data: RetrievalData, cfg: RetrievalConfig, device="cpu
         return {"dev_score": dev_score(m), "dev_rsum": m["rsum"]}
 
     matmul = precision.resolve(cfg.matmul, device)
-    key = {**asdict(cfg), "matmul": matmul, "vocab": len(data.vocab), "feature_dim": data.feature_dim, "code": code_version(*TRAINER_CODE),
-           "data": fingerprint(data.vocab.words, *(getattr(s, f) for s in (data.train, data.dev)
-                                                   for f in ("features", "tokens", "lengths")))}
+    key = {
+        **asdict(cfg),
+        "matmul": matmul,
+        "vocab": len(data.vocab),
+        "feature_dim": data.feature_dim,
+        "code": code_version(*TRAINER_CODE),
+        "data": fingerprint(
+            data.vocab.words,
+            *(getattr(s, f) for s in (data.train, data.dev) for f in ("features", "tokens", "lengths")),
+        ),
+    }
     with precision.matmul_precision(matmul, device):  # training and its dev checks; test is scored in fp32
-        fitted = fit(model, opt, key,
-                     lambda epoch: train_epoch(model, opt, data, cfg, epoch, progress and ddp.is_main(), encoders),
-                     held_out, "dev_score", cfg.epochs, cfg.patience, checkpoint, progress, label, distributed)
+        fitted = fit(
+            model,
+            opt,
+            key,
+            lambda epoch: train_epoch(model, opt, data, cfg, epoch, progress and ddp.is_main(), encoders),
+            held_out,
+            "dev_score",
+            cfg.epochs,
+            cfg.patience,
+            checkpoint,
+            progress,
+            label,
+            distributed,
+        )
     model.eval()
-    return RetrievalResult(model, fitted.history, fitted.best_epoch, fitted.best_score, fitted.seconds,
-                           fitted.resumed, fitted.trained_at)
+    return RetrievalResult(
+        model, fitted.history, fitted.best_epoch, fitted.best_score, fitted.seconds, fitted.resumed, fitted.trained_at
+    )

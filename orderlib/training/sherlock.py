@@ -1,6 +1,7 @@
 """Training Sherlock's structured embedding models (SEM-A, SEM-B, the averaged ablation) on
 (image, fact) pairs; the language view stays fixed (Sherlock: "theta_l is fixed"). Beyond the
 paper, objective="order" trains the structured order embedding (StructuredOrder)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -11,11 +12,22 @@ import torch
 
 from orderlib.checkpoint import code_version, fingerprint
 from orderlib.encoders.cnn import ItemCNN
-from orderlib.encoders.sherlock import (SEM, StructuredOrder, order_energy, structured_distance, structured_loss,
-                                       structured_order_loss)
+from orderlib.encoders.sherlock import (
+    SEM,
+    StructuredOrder,
+    order_energy,
+    structured_distance,
+    structured_loss,
+    structured_order_loss,
+)
 from orderlib.training import FitResult, fit
 
-TRAINER_CODE = ("orderlib.training.sherlock", "orderlib.encoders.sherlock", "orderlib.encoders.cnn", "orderlib.training.loop")
+TRAINER_CODE = (
+    "orderlib.training.sherlock",
+    "orderlib.encoders.sherlock",
+    "orderlib.encoders.cnn",
+    "orderlib.training.loop",
+)
 
 
 @dataclass
@@ -37,12 +49,18 @@ class SEMConfig:
 def embed_images(model: SEM, images: np.ndarray, batch: int = 512) -> torch.Tensor:
     """(N, 3, d) structured visual embeddings of uint8 (N, H, W, 3) images, on the CPU."""
     model.eval()
-    return torch.cat([model(images[i:i + batch]).cpu() for i in range(0, len(images), batch)])
+    return torch.cat([model(images[i : i + batch]).cpu() for i in range(0, len(images), batch)])
 
 
 @torch.no_grad()
-def distances(model: SEM | StructuredOrder, images: np.ndarray, language: torch.Tensor, orders: torch.Tensor,
-              average: bool = False, per_slot: bool = False) -> torch.Tensor:
+def distances(
+    model: SEM | StructuredOrder,
+    images: np.ndarray,
+    language: torch.Tensor,
+    orders: torch.Tensor,
+    average: bool = False,
+    per_slot: bool = False,
+) -> torch.Tensor:
     """(N images, F facts) structured distances (wild-card slots ignored), or order violations
     E(image, fact) for a StructuredOrder."""
     v = embed_images(model, images)
@@ -51,10 +69,21 @@ def distances(model: SEM | StructuredOrder, images: np.ndarray, language: torch.
     return structured_distance(v, language, orders, average, per_slot)
 
 
-def train_sem(cfg: SEMConfig, cnn: ItemCNN, images: np.ndarray, language: torch.Tensor, orders: torch.Tensor,
-              evaluate, score: str, checkpoint: Path | None = None, progress: bool = True,
-              device="cpu", data_key: str = "", fact: np.ndarray | None = None,
-              implied: np.ndarray | None = None) -> tuple[SEM | StructuredOrder, FitResult]:
+def train_sem(
+    cfg: SEMConfig,
+    cnn: ItemCNN,
+    images: np.ndarray,
+    language: torch.Tensor,
+    orders: torch.Tensor,
+    evaluate,
+    score: str,
+    checkpoint: Path | None = None,
+    progress: bool = True,
+    device="cpu",
+    data_key: str = "",
+    fact: np.ndarray | None = None,
+    implied: np.ndarray | None = None,
+) -> tuple[SEM | StructuredOrder, FitResult]:
     """Train SEM on images (N, H, W, 3) whose facts have language vectors (N, 3, d) and orders
     (N,); keep the epoch of best `evaluate(model)[score]`. The order objective also needs each
     image's fact id `fact` (N,) and `implied` (F, F) (orderlib.data.facts.implies)."""
@@ -64,8 +93,9 @@ def train_sem(cfg: SEMConfig, cnn: ItemCNN, images: np.ndarray, language: torch.
         if cfg.objective == "order":
             if fact is None or implied is None:
                 raise ValueError("objective='order' needs fact (N,) and implied (F, F)")
-            model = StructuredOrder(cnn, language.shape[-1], cfg.dim or language.shape[-1], cfg.hidden,
-                                    cfg.branched).to(device)
+            model = StructuredOrder(
+                cnn, language.shape[-1], cfg.dim or language.shape[-1], cfg.hidden, cfg.branched
+            ).to(device)
         elif cfg.objective == "regression":
             model = SEM(cnn, language.shape[-1], cfg.hidden, cfg.branched).to(device)
         else:
@@ -87,7 +117,7 @@ def train_sem(cfg: SEMConfig, cnn: ItemCNN, images: np.ndarray, language: torch.
         order = rng.permutation(len(images))
         total, steps = 0.0, 0
         for i in range(0, len(order), cfg.batch):
-            idx = order[i:i + cfg.batch]
+            idx = order[i : i + cfg.batch]
             loss = batch_loss(idx)
             opt.zero_grad()
             loss.backward()
@@ -96,10 +126,27 @@ def train_sem(cfg: SEMConfig, cnn: ItemCNN, images: np.ndarray, language: torch.
             total, steps = total + loss.item(), steps + 1
         return total / steps
 
-    key = {**asdict(cfg), "code": code_version(*TRAINER_CODE),
-           "data": data_key or fingerprint(torch.as_tensor(images[:64]), language, orders), "n": len(images)}
-    result = fit(model, opt, key, one_epoch, lambda: evaluate(model), score, cfg.epochs, cfg.epochs,
-                 checkpoint, progress, ("order " if cfg.objective == "order" else "") + "SEM-" + ("A" if cfg.branched else "B")
-                 + (" averaged" if cfg.average else ""))
+    key = {
+        **asdict(cfg),
+        "code": code_version(*TRAINER_CODE),
+        "data": data_key or fingerprint(torch.as_tensor(images[:64]), language, orders),
+        "n": len(images),
+    }
+    result = fit(
+        model,
+        opt,
+        key,
+        one_epoch,
+        lambda: evaluate(model),
+        score,
+        cfg.epochs,
+        cfg.epochs,
+        checkpoint,
+        progress,
+        ("order " if cfg.objective == "order" else "")
+        + "SEM-"
+        + ("A" if cfg.branched else "B")
+        + (" averaged" if cfg.average else ""),
+    )
     model.eval()
     return model, result

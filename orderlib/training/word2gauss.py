@@ -9,6 +9,7 @@ epochs fit in minutes. Positives are shuffled and negatives redrawn each epoch f
 by (seed, epoch), as in `training.hypernymy`, so a resumed run is the run it continues; the epoch
 and threshold are chosen on dev.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -23,8 +24,8 @@ from orderlib.checkpoint import code_version, fingerprint
 from orderlib.data.hypernymy import HypernymyData
 from orderlib.encoders.concepts import ConceptModel
 from orderlib.kernels import W2G_SOURCE, build_flags, word2gauss_kernel, word2gauss_status
-from orderlib.training.hypernymy import evaluate
 from orderlib.training import ThresholdResult, fit
+from orderlib.training.hypernymy import evaluate
 
 
 @dataclass
@@ -89,33 +90,70 @@ def epoch_pairs(data: HypernymyData, cfg: Word2GaussConfig, epoch: int) -> tuple
     return pos, data.train_negatives(rng, pos)
 
 
-def train_word2gauss(data: HypernymyData, cfg: Word2GaussConfig, checkpoint: Path | None = None,
-                     progress: bool = True) -> ThresholdResult:
+def train_word2gauss(
+    data: HypernymyData, cfg: Word2GaussConfig, checkpoint: Path | None = None, progress: bool = True
+) -> ThresholdResult:
     """Train word2gauss on CPU for `cfg.epochs` epochs, keeping the epoch with the best dev accuracy;
     resume from `checkpoint` if present. Needs the compiled loop (a C++ compiler and ninja)."""
     kernel = word2gauss_kernel()
     if kernel is None:
-        raise RuntimeError(f"the word2gauss trainer needs a C++ compiler and ninja to build "
-                           f"{W2G_SOURCE.name} ({word2gauss_status()}); install g++ (apt install g++) "
-                           f"and `pip install ninja`")
+        raise RuntimeError(
+            f"the word2gauss trainer needs a C++ compiler and ninja to build "
+            f"{W2G_SOURCE.name} ({word2gauss_status()}); install g++ (apt install g++) "
+            f"and `pip install ninja`"
+        )
     model = DiagonalGaussians(data.n_nodes, cfg, torch.Generator().manual_seed(cfg.seed))
     opt = _Adagrad(model)
 
     def one_epoch(epoch: int) -> float:
         pos, neg = epoch_pairs(data, cfg, epoch)
         with torch.no_grad():
-            return kernel.train_epoch(model.mu.weight.data, model.var.weight.data, opt.acc_mu, opt.acc_var,
-                                      torch.from_numpy(np.ascontiguousarray(pos)),
-                                      torch.from_numpy(np.ascontiguousarray(neg)), cfg.eta, cfg.eta,
-                                      cfg.margin, cfg.mu_max, cfg.var_min, cfg.var_max, cfg.max_grad)
+            return kernel.train_epoch(
+                model.mu.weight.data,
+                model.var.weight.data,
+                opt.acc_mu,
+                opt.acc_var,
+                torch.from_numpy(np.ascontiguousarray(pos)),
+                torch.from_numpy(np.ascontiguousarray(neg)),
+                cfg.eta,
+                cfg.eta,
+                cfg.margin,
+                cfg.mu_max,
+                cfg.var_min,
+                cfg.var_max,
+                cfg.max_grad,
+            )
 
-    key = {**asdict(cfg), "code": code_version("orderlib.training.word2gauss", "orderlib.penalties",
-                                               "orderlib.data.hypernymy", "orderlib.eval.threshold"),
-           "kernel": fingerprint(W2G_SOURCE.read_text(), build_flags(W2G_SOURCE)),
-           "data": fingerprint(data.protocol, data.n_nodes, data.train, data.dev, data.dev_labels, data.test,
-                               data.test_labels, data.closure)}
+    key = {
+        **asdict(cfg),
+        "code": code_version(
+            "orderlib.training.word2gauss", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold"
+        ),
+        "kernel": fingerprint(W2G_SOURCE.read_text(), build_flags(W2G_SOURCE)),
+        "data": fingerprint(
+            data.protocol,
+            data.n_nodes,
+            data.train,
+            data.dev,
+            data.dev_labels,
+            data.test,
+            data.test_labels,
+            data.closure,
+        ),
+    }
     model.eval()
-    fitted = fit(model, opt, key, one_epoch, lambda: evaluate(model, data, "cpu"), "dev_accuracy",
-                 cfg.epochs, cfg.patience, checkpoint, progress, cfg.model)
+    fitted = fit(
+        model,
+        opt,
+        key,
+        one_epoch,
+        lambda: evaluate(model, data, "cpu"),
+        "dev_accuracy",
+        cfg.epochs,
+        cfg.patience,
+        checkpoint,
+        progress,
+        cfg.model,
+    )
     ev = evaluate(model, data, "cpu")
     return ThresholdResult.of(model, fitted, ev)

@@ -7,20 +7,21 @@ their checkpoints with the experiment's own trainer, in a worker on one thread; 
 loads the finished checkpoints, as after an interrupted run. A row's numbers are therefore those of that row
 trained alone on one thread, whichever worker ran it, in whatever order, and beside whatever else.
 """
+
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from multiprocessing import get_context
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
 from orderlib import precision, threadshare
 from orderlib.params import workers
-
 
 # glibc >= 2.35: malloc asks the kernel (madvise) to back its large blocks with 2 MB transparent huge
 # pages. Read once, when a process starts, so it can only be given to processes started here.
@@ -64,8 +65,14 @@ def _init_worker(matmul: str = "fp32") -> None:
     os.environ.pop(threadshare.ENV, None)  # one thread from start to end, whatever the notebook's share
 
 
-def run_in_workers(fn: Callable[..., Any], jobs: dict[str, dict], n_workers: int, costs: dict[str, float] | None = None,
-                   progress: bool = True, desc: str = "rows") -> dict[str, Any]:
+def run_in_workers(
+    fn: Callable[..., Any],
+    jobs: dict[str, dict],
+    n_workers: int,
+    costs: dict[str, float] | None = None,
+    progress: bool = True,
+    desc: str = "rows",
+) -> dict[str, Any]:
     """Call fn(**jobs[name]) for every job in `n_workers` spawned processes of one thread each, the
     costliest first (`costs`, default: as listed); return name -> fn's return value. `fn` must be
     importable (a module-level function) and its arguments picklable."""
@@ -73,8 +80,12 @@ def run_in_workers(fn: Callable[..., Any], jobs: dict[str, dict], n_workers: int
     order = sorted(jobs, key=lambda n: -costs.get(n, 0.0))  # stable: ties keep the listed order
     out: dict[str, Any] = {}
     bar = tqdm(total=len(jobs), desc=f"{desc} ({n_workers} processes)", disable=not progress)
-    pool = ProcessPoolExecutor(max(1, min(n_workers, len(jobs))), mp_context=get_context("spawn"),
-                               initializer=_init_worker, initargs=(precision.in_effect("cpu"),))
+    pool = ProcessPoolExecutor(
+        max(1, min(n_workers, len(jobs))),
+        mp_context=get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(precision.in_effect("cpu"),),
+    )
     try:
         futures = {pool.submit(fn, **jobs[n]): n for n in order}
         for f in as_completed(futures):
