@@ -8,7 +8,6 @@ import torch
 from orderlib.encoders.skipgram import SkipGramConfig, load_word_vectors, train_skipgram
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours, ring_set
 from orderlib.losses import hinge_rank
-from orderlib.paths import DataError
 
 # 0 entity; 1 animal -> 0; 2 pet -> 1; 3 canine -> 1; 4 dog -> 2, 3; 5 cat -> 2; 6 rock -> 0;
 # 7 wolf -> 3; 8 pebble -> 6
@@ -76,24 +75,6 @@ def test_skipgram_puts_same_topic_words_closer_than_other_topic_words():
     assert same > other + 0.3
     again = train_skipgram(_toy_corpus(), SkipGramConfig(dim=16, window=3, epochs=20, subsample=0, seed=0))
     assert np.array_equal(again.vectors, wv.vectors)  # seeded, one worker: repeatable
-
-
-def test_word_vector_files(tmp_path):
-    w2v = tmp_path / "vec.txt"
-    w2v.write_text("2 3\ncat 3 0 4\ndog 0 1 0\n")
-    wv = load_word_vectors(w2v)
-    assert wv.words == ["cat", "dog"] and np.allclose(wv["cat"], [0.6, 0, 0.8])
-    glove = tmp_path / "glove.txt"
-    glove.write_text("the 1 0\nof 0 2\n")
-    assert load_word_vectors(glove).words == ["the", "of"]
-    glove.write_text("the 1 0\nof 0\n")
-    with pytest.raises(DataError, match=r"glove.txt:2: expected a word and 2 numbers, got 1"):
-        load_word_vectors(glove)
-    glove.write_text("the 1 x\n")
-    with pytest.raises(DataError, match=r"glove.txt:1: not a number in the vector of 'the'"):
-        load_word_vectors(glove)
-    with pytest.raises(DataError, match="no such file"):
-        load_word_vectors(tmp_path / "missing.txt")
 
 
 def test_devise_scores_dot_and_order():

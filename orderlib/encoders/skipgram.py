@@ -1,14 +1,9 @@
-"""Skip-gram word vectors with negative sampling (Mikolov et al., 2013) for the label embeddings of
-DeViSE (Section 3.1 of Frome et al.), and a reader for word2vec / GloVe text files.
+"""Skip-gram word vectors (Mikolov et al., 2013) for DeViSE's label embeddings (Frome et al., Section
+3.1), and a reader for word2vec / GloVe files.
 
-DeViSE trained skip-gram on Wikipedia, which `make data` does not fetch. The real text it does fetch
-is WordNet 3.0 itself: `wordnet_corpus` makes one sentence per synset from its lemmas (multi-word
-lemmas as one token, "gym_shoe"), its gloss and its usage examples, so every noun lemma gets a
-vector from the words that define it. No hypernym links are given to the model: whatever
-hierarchy the vectors hold comes from the definitions' words ("a canvas shoe with ...").
-A lemma token occurs in one or a few sentences only, too few for a good vector of its own, so a
-synset's label vector is built from its definition (`definition_vectors`), where DeViSE took the
-skip-gram vector of the label's first term.
+DeViSE trained on Wikipedia, which is not fetched; here the text is WordNet 3.0's lemmas, glosses and
+examples, one sentence per synset. A lemma token occurs too rarely for a good vector of its own, so a
+synset's label vector is built from its definition (`definition_vectors`).
 """
 
 from __future__ import annotations
@@ -138,32 +133,49 @@ def lemma_vectors(wv: WordVectors, synsets) -> np.ndarray:
     return vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
 
 
-def load_word_vectors(path: str | Path, limit: int | None = None) -> WordVectors:
-    """Read a word2vec text file (first line "count dim") or a GloVe file (no header): one word and
-    its numbers per line. Vectors are unit-normalised. Errors name the file and line."""
+def load_word_vectors(path: str | Path, limit: int | None = None, binary: bool | None = None) -> WordVectors:
+    """Read word2vec text or binary files (first line "count dim") or GloVe text files (no header),
+    with gensim's `KeyedVectors.load_word2vec_format`; vectors are unit-normalised. `binary=None`
+    tells the kinds apart from the file's first bytes, which gensim needs to be told. Errors name the
+    file and what was wrong."""
+    from gensim.models import KeyedVectors
+
+    class _Checked(KeyedVectors):
+        # gensim's text reader would broadcast a one-number row ("of 3") across the whole vector.
+        def add_vector(self, key, vector):
+            if len(vector) != self.vector_size:
+                raise ValueError(f"expected a word and {self.vector_size} numbers, got {len(vector)} for {key!r}")
+            return super().add_vector(key, vector)
+
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: no such file (word vectors in word2vec or GloVe text format)")
-    words, rows, dim = [], [], None
-    with open(path, encoding="utf-8", errors="strict") as fh:
-        for n, line in enumerate(fh, 1):
-            parts = line.rstrip("\n").rstrip().split(" ")
-            if n == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
-                dim = int(parts[1])  # word2vec header
-                continue
-            if dim is None:
-                dim = len(parts) - 1
-            if len(parts) != dim + 1:
-                raise DataError(f"{path}:{n}: expected a word and {dim} numbers, got {len(parts) - 1} numbers")
-            try:
-                rows.append(np.array(parts[1:], dtype=np.float32))
-            except ValueError as e:
-                raise DataError(f"{path}:{n}: not a number in the vector of {parts[0]!r} ({e})") from e
-            words.append(parts[0])
-            if limit and len(words) >= limit:
-                break
-    if not words:
+        raise DataError(f"{path}: no such file (word vectors in word2vec or GloVe format)")
+    with open(path, "rb") as fh:
+        first, head = fh.readline().split(), fh.read(4096)
+    if not first:
         raise DataError(f"{path}: no word vectors")
-    vectors = np.stack(rows)
+    # gensim reads GloVe (no header) too, with no_header=True, but must be told which it is.
+    has_header = len(first) == 2 and all(p.isdigit() for p in first)
+    if binary is None:
+        binary = has_header and _looks_binary(head)
+    try:
+        kv = _Checked.load_word2vec_format(path, binary=binary, no_header=not has_header, limit=limit)
+    except (ValueError, EOFError) as e:  # UnicodeDecodeError is a ValueError
+        kind = "binary word2vec" if binary else "word2vec text" if has_header else "GloVe text"
+        raise DataError(f"{path}: not a valid {kind} file: {e}") from e
+    if not len(kv):
+        raise DataError(f"{path}: no word vectors")
+    vectors = kv.vectors.astype(np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return WordVectors(words, vectors / np.maximum(norms, 1e-12))
+    return WordVectors(list(kv.index_to_key), vectors / np.maximum(norms, 1e-12))
+
+
+def _looks_binary(head: bytes) -> bool:
+    """True if the bytes after a word2vec header are not UTF-8 text (a cut last character allowed)."""
+    if b"\0" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start < len(head) - 3
+    return False

@@ -1,0 +1,70 @@
+"""The word-vector reader (gensim's load_word2vec_format underneath): formats, normalisation, errors."""
+
+import numpy as np
+import pytest
+
+from orderlib.encoders.skipgram import load_word_vectors
+from orderlib.paths import DataError
+
+WORDS = ["cat", "dog", "gym_shoe"]
+VECS = np.array([[3, 0, 4], [0, 1, 0], [0.5, -0.25, 2.0]], np.float32)
+
+
+def _write_text(path, header=True):
+    lines = [f"{w} " + " ".join(repr(float(x)) for x in v) for w, v in zip(WORDS, VECS)]
+    path.write_text(("3 3\n" if header else "") + "\n".join(lines) + "\n")
+
+
+def _write_binary(path):
+    # word2vec.c's layout: "count dim\n", then per word "word " + dim little-endian float32 + "\n"
+    body = b"".join(w.encode() + b" " + v.astype("<f4").tobytes() + b"\n" for w, v in zip(WORDS, VECS))
+    path.write_bytes(b"3 3\n" + body)
+
+
+def test_text_binary_and_glove_files_read_to_the_same_vectors(tmp_path):
+    _write_text(tmp_path / "vec.txt")
+    _write_binary(tmp_path / "vec.bin")
+    _write_text(tmp_path / "glove.txt", header=False)
+    expected = VECS / np.linalg.norm(VECS, axis=1, keepdims=True)
+    for name in ["vec.txt", "vec.bin", "glove.txt"]:
+        wv = load_word_vectors(tmp_path / name)
+        assert wv.words == WORDS, name
+        assert wv.vectors.dtype == np.float32
+        np.testing.assert_allclose(wv.vectors, expected, rtol=1e-6, err_msg=name)
+    assert np.allclose(load_word_vectors(tmp_path / "vec.txt")["cat"], [0.6, 0, 0.8])
+    assert load_word_vectors(tmp_path / "vec.bin", binary=True).words == WORDS  # told, not sniffed
+    assert load_word_vectors(tmp_path / "vec.bin", limit=2).words == WORDS[:2]
+    assert load_word_vectors(tmp_path / "glove.txt", limit=1).words == WORDS[:1]
+
+
+@pytest.mark.parametrize(
+    "name, content, match",
+    [
+        (
+            "short.txt",
+            "the 1 0\nof 0\n",
+            r"short.txt: not a valid GloVe text file: expected a word and 2 numbers, got 1 for 'of'",
+        ),
+        (
+            "long.txt",
+            "2 2\nthe 1 0\nof 0 1 2\n",
+            r"long.txt: not a valid word2vec text file: .*expected a word and 2 numbers, got 3",
+        ),
+        ("nan.txt", "the 1 x\n", r"nan.txt: not a valid GloVe text file: could not convert string to float: 'x'"),
+        ("count.txt", "3 2\nthe 1 0\nof 0 1\n", r"count.txt: not a valid word2vec text file: unexpected end of input"),
+        ("empty.txt", "", r"empty.txt: no word vectors"),
+    ],
+)
+def test_malformed_text_files_name_the_file_and_the_fault(tmp_path, name, content, match):
+    (tmp_path / name).write_text(content)
+    with pytest.raises(DataError, match=match):
+        load_word_vectors(tmp_path / name)
+
+
+def test_malformed_binary_files_name_the_file(tmp_path):
+    _write_binary(tmp_path / "cut.bin")
+    (tmp_path / "cut.bin").write_bytes((tmp_path / "cut.bin").read_bytes()[:-10])  # last vector cut short
+    with pytest.raises(DataError, match=r"cut.bin: not a valid binary word2vec file: unexpected end of input"):
+        load_word_vectors(tmp_path / "cut.bin")
+    with pytest.raises(DataError, match="missing.bin: no such file"):
+        load_word_vectors(tmp_path / "missing.bin")
