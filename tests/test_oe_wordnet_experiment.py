@@ -191,15 +191,30 @@ def test_table1_auto_device_stays_on_the_cpu_where_the_compiled_step_builds(monk
     import torch
 
     from orderlib import kernels
+    from orderlib.runs import resolve_device
+
+    def table1_device(value):
+        return resolve_device(value, prefer=X.preferred_device()).type
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(kernels, "concept_step_kernel", lambda: object())
-    assert X.resolve_device("auto").type == "cpu"  # a GPU is there, the compiled CPU step too
-    assert X.resolve_device("cuda").type == "cuda"  # asked for
+    assert table1_device("auto") == "cpu"  # a GPU is there, the compiled CPU step too
+    assert table1_device("cuda") == "cuda"  # asked for
     monkeypatch.setattr(kernels, "concept_step_kernel", lambda: None)
-    assert X.resolve_device("auto").type == "cuda"  # no compiled step: the GPU's PyTorch step
+    assert table1_device("auto") == "cuda"  # no compiled step: the GPU's PyTorch step
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert X.resolve_device("auto").type == "cpu"
+    assert table1_device("auto") == "cpu"
+
+
+def test_table1_auto_workers_are_one_per_thread_up_to_its_cap(monkeypatch):
+    import torch
+
+    from orderlib.training.workers import resolve_workers
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert resolve_workers("auto", "cpu", X.MAX_WORKERS) == 2  # a 2-core machine: two processes, as before
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 32)
+    assert resolve_workers("auto", "cpu", X.MAX_WORKERS) == X.MAX_WORKERS == 8
 
 
 def test_doe_selection_reads_the_authors_log_and_applies_each_rule(tmp_path, benchmark_module):

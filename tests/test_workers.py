@@ -1,4 +1,4 @@
-"""Worker processes: glibc's huge-page advice reaches the workers, and only them."""
+"""Worker processes: how many "auto" starts; glibc's huge-page advice reaches the workers, and only them."""
 
 import os
 import platform
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orderlib.training.workers import HUGE_PAGES_TUNABLE, huge_pages_for_children
+from orderlib.training.workers import HUGE_PAGES_TUNABLE, huge_pages_for_children, resolve_workers
 
 CHILD_ENV = [sys.executable, "-c", "import os; print(os.environ.get('GLIBC_TUNABLES', ''))"]
 
@@ -82,3 +82,17 @@ for line in open("/proc/self/smaps"):
         assert tensor_huge_kb() >= 32 << 10  # at least half of the tensor's 64 MB
     if _thp_mode() == "madvise":  # ("always": the kernel gives huge pages unasked)
         assert tensor_huge_kb() < 32 << 10  # without the advice, 4 KB pages
+
+
+def test_auto_workers_follow_this_process_s_threads_and_counts_are_taken_as_given(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)  # e.g. the share `make reproduce --lanes` gave
+    assert resolve_workers("auto") == resolve_workers("auto", "cpu") == 3
+    assert resolve_workers("auto", "cpu", most=2) == 2
+    assert resolve_workers("auto", "cuda") == resolve_workers("auto", "cuda:0") == 1  # rows would share one GPU
+    assert resolve_workers(5, "cuda") == resolve_workers("5") == 5  # a count, also from a command line
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 0)
+    assert resolve_workers("auto") == 1
+    with pytest.raises(ValueError, match="WORKERS"):
+        resolve_workers(0)

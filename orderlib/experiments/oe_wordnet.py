@@ -37,7 +37,7 @@ from orderlib.params import boolean, device, matmul, one_of, subset_of, workers
 from orderlib.reports import model_record
 from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
-from orderlib.training.workers import huge_pages_for_children
+from orderlib.training.workers import huge_pages_for_children, resolve_workers
 
 PAPER_TABLE1 = {  # Table 1 of Vendrov et al. (2016), test accuracy (%) on 4000 withheld edges
     "transitive closure": 88.2,
@@ -230,25 +230,20 @@ PARAMETERS = {
 }
 
 
-def resolve_device(value: str = "auto") -> torch.device:
-    """Table 1's device. "auto": the CPU wherever the compiled table-model step builds, else CUDA
-    where there is one. Table 1's models are lookup tables: on the CPU they train with the compiled
-    step (concept_step.cpp, word2gauss.cpp) in one process per core; on CUDA with the PyTorch step
-    in one process, a few small kernels per batch of 500 pairs."""
+# WORKERS="auto" (training.workers.resolve_workers) runs at most this many processes: a table model's
+# step is small, and every process holds each setting's data.
+MAX_WORKERS = 8
+
+
+def preferred_device() -> str:
+    """Table 1's device for DEVICE="auto" (runs.resolve_device's `prefer`): the CPU wherever the compiled
+    table-model step builds (concept_step.cpp, one process per core), else CUDA (the PyTorch step in one
+    process). Table 1's models are lookup tables: a few small kernels per batch of 500 pairs on a GPU."""
     from orderlib import kernels
-    from orderlib.runs import resolve_device as any_device
 
-    if value == "auto" and torch.cuda.is_available() and kernels.concept_step_kernel() is not None:
-        return torch.device("cpu")
-    return any_device(value)
-
-
-def resolve_workers(workers, device) -> int:
-    """'auto': one single-threaded process per CPU core (up to 8: the small per-step work of a table
-    model does not use more threads well); one on CUDA, where jobs would share the GPU."""
-    if workers != "auto":
-        return int(workers)
-    return 1 if torch.device(device).type == "cuda" else max(1, min(8, os.cpu_count() or 1))
+    if torch.cuda.is_available() and kernels.concept_step_kernel() is None:
+        return "cuda"
+    return "cpu"
 
 
 def settings(protocols: list[str], split: str = "all") -> list[str]:
@@ -301,7 +296,7 @@ def load_setting(preset: str, setting: str, workers="auto") -> tuple[dict, NounG
     graph = setting_graph(load_noun_graph(cfg["wordnet"]), setting)
     _DATA.clear()
     _DATA[setting] = setting_data(graph, setting, cfg)
-    return cfg, graph, resolve_workers(workers if workers == "auto" else int(workers), "cpu")
+    return cfg, graph, resolve_workers(workers, "cpu", MAX_WORKERS)
 
 
 def _init_worker(data: dict[str, HypernymyData], matmul: str = "fp32") -> None:

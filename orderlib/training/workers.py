@@ -50,13 +50,17 @@ def huge_pages_for_children(enabled: bool | None = None):
             os.environ["GLIBC_TUNABLES"] = old
 
 
-def resolve_workers(value, device="cpu") -> int:
-    """Return the worker count for `value`: "auto" is this process's thread share (torch's
-    intra-op threads: the cores, or what `make reproduce --lanes` gave this notebook) on the CPU,
-    1 on CUDA (the rows would share one device); an int is taken as it is."""
+def resolve_workers(value, device="cpu", most: int | None = None) -> int:
+    """Return how many processes train a table's independent rows. "auto": one single-threaded process
+    per thread of this process's share of the cores (torch's intra-op threads: every core, or what
+    `make reproduce --lanes` gave the notebook), at most `most`; 1 on CUDA, where the rows would share
+    one device. A count (an int, or its string from a command line) is taken as it is."""
     if value == "auto":
-        return 1 if torch.device(device).type == "cuda" else max(1, torch.get_num_threads())
-    return workers("WORKERS", value)
+        if torch.device(device).type == "cuda":
+            return 1
+        n = max(1, torch.get_num_threads())
+        return min(n, most) if most else n
+    return workers("WORKERS", int(value) if isinstance(value, str) else value)
 
 
 def _init_worker(matmul: str = "fp32") -> None:
