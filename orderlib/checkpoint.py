@@ -1,10 +1,8 @@
-"""Atomic writes and checkpoints: never leave a half-written file behind, never resume a model
-trained on other inputs, never let two runs train into one checkpoint at once.
+"""Atomic writes and resumable checkpoints.
 
-A checkpoint belongs to a key: the run's settings, a fingerprint of its data (`fingerprint`) and
-the version of the code that trains it (`code_version`). The epoch loop (orderlib.training.fit)
-resumes only a checkpoint of the same key and trains anew otherwise; it holds `locked(path)`
-while it trains, so a second run of the same preset waits, then loads the finished model.
+A checkpoint is keyed by the run's settings, its data's `fingerprint` and the trainer's
+`code_version`; only a checkpoint of the same key is resumed. `locked(path)` makes a second run of
+the same checkpoint wait, then load the finished model.
 """
 
 from __future__ import annotations

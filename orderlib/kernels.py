@@ -1,12 +1,7 @@
-"""Build and load the fused C++ order-violation kernel (orderlib/csrc), falling back cleanly.
-
-The kernel is compiled on first use with torch's JIT extension builder (a C++ compiler and
-ninja are needed; about 30 s once per machine and kernel source, cached under
-$TORCH_EXTENSIONS_DIR or ~/.cache/torch_extensions in a dir named by the source's content, so
-checkouts on one machine share a build and never rebuild over each other). Where it cannot be built, `cpu_kernel()` returns None and
-`kernel_status()` says why; `order_violation_matrix` then uses the chunked reference.
-
-Set ORDERLIB_FUSED=0 to never build or use it.
+"""Build and load the fused C++ order-violation kernel (orderlib/csrc) with torch's JIT extension
+builder, on first use (about 30 s, once per machine). Where it cannot be built, `cpu_kernel()`
+returns None, `kernel_status()` says why, and `order_violation_matrix` uses the chunked reference.
+ORDERLIB_FUSED=0 never builds or uses it.
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
-"""Fused all-pairs order violation for CUDA tensors, written in Triton.
+"""Fused all-pairs order violation for CUDA tensors, in Triton: E[i, j] = sum_d max(0, y[j, d] -
+x[i, d])^2 and its gradients, tiled so that N x M x D never exists.
 
-Same contract as the C++ CPU kernel (orderlib/kernels.py): E[i, j] = sum_d max(0, y[j, d] -
-x[i, d])^2 and its gradients, tiled so that N x M x D never exists. Forward: each program owns a
-BN x BM tile of E and walks d, an outer-product update per d like a SIMT GEMM. Backward: each of the
-two gradients is out[a, k] = sum_b w[a, b] max(0, s (p[b, k] - q[a, k])), s = +-1, written as
-sum_b w[a, b] max(p[b, k], q[a, k]) - q[a, k] sum_b w[a, b] (s = +1; min for s = -1): two
-instructions per element-pair (a max and an FMA) instead of three, the row sums of w taken once
-outside and the rest of the closure (q times them, the NaN mask, the factor -2) done by the kernel
-as it stores. Each program owns a BA x BK tile of the gradient and walks its part of b (`splits`). Every
-load of the walks is contiguous: x and y go in as (D, N) and (D, M) copies, w with its a-index
-unit-strided. Tiles, pipelining stages and loop unrolling are tuned per D at the first call
-(triton.autotune over the CONFIGS below, chosen by benchmarks/triton_backward_sweep.py on an H200;
-`tuned()` says what was picked), the first config under the interpreter.
-
-Rounding: the max form cancels q * sum_b w against the sum, so its error grows with |q| sum_b |w|
-rather than with the terms that survive the max; `backward` centres x and y per dimension first
-(the violation is shift-invariant), so |q| is the embeddings' spread, not their offset. NaN rules are the reference's: a NaN in p
-masks its terms, a NaN in q masks its whole gradient entry, a NaN in w propagates.
-
-Launches: autograd calls `graphed_backward`, which replays the whole backward (the shift, g's
-transposed copy, the row sums, both kernels, the sums of the parts) as one CUDA graph from a shape's
-third call on: 2.9x at a training batch's 128 x 128 x 1024 on an H200 (bench_penalty).
-
-Checked against the reference in Triton's CPU interpreter (TRITON_INTERPRET=1, tests/
-test_fused.py), and replayed against eager bit for bit on a GPU (tests/test_devices.py); where
-Triton is missing or a launch fails, `order_violation_matrix` falls back to the chunked reference.
+The backward writes each gradient as sum_b w max(p, q) - q sum_b w (min for the other side), a
+max and an FMA per element-pair. That form cancels, so x and y are centred per dimension first
+(the violation is shift-invariant) and the rounding follows the embeddings' spread, not their
+offset. NaN inputs give what the reference gives. Tiling, autotuning and CUDA-graph replay:
+docs/performance.md.
 """
 
 from __future__ import annotations

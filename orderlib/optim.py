@@ -1,25 +1,13 @@
-"""Lazy (row-wise) Adam for embedding tables.
+"""Lazy (row-wise) Adam for embedding tables: only the rows a batch touches are read, updated and
+written back (`prepare(rows)`, `step(rows, grads)`, `flush()` before evaluating).
 
-Only the rows a batch touches are read, updated and written back. Gradients arrive as small dense
-(R, D) blocks, so no sparse tensors are built. The two moments of a row sit side by side, so one
-gather and one scatter serve both (the step is bound by random-row memory latency).
-
-Two rules:
-- `catch_up=False`: `torch.optim.SparseAdam`'s rule: an untouched row does not move.
-- `catch_up=True`: dense Adam's trajectory, computed lazily. Under dense Adam a row with zero
-  gradient keeps moving by its decaying momentum; those k skipped steps all point along the same
-  m/sqrt(v), so when the row is touched again (or on `flush()`) they are applied at once:
-  sum_j lr * b1^j / c1(s+j) * sqrt(c2(s+j)) / b2^(j/2) * m/sqrt(v), with Adam's eps neglected
-  inside the skipped steps and the sum truncated after `window` terms ((b1/sqrt(b2))^128 ~ 1e-6).
-  A non-negativity clamp commutes with these monotone moves, so constraints stay exact.
-  Call `prepare(rows)` to get the rows' values for the forward pass, `step(rows, grads)` after
-  backward, and `flush()` before evaluating.
-
-Tables named in `manifolds` (e.g. a geoopt PoincareBall) take Riemannian Adam's step (Becigneul &
-Ganea, ICLR 2019; geoopt's RiemannianAdam) on their touched rows: the Euclidean gradient turned
-into the Riemannian one, the second moment from the metric's inner product, a retraction, and the
-first moment transported to the new point. Their untouched rows follow SparseAdam's rule under
-either setting (geoopt's SparseRiemannianAdam): transported momentum has no closed-form catch-up.
+`catch_up=False` is torch.optim.SparseAdam's rule: an untouched row stands still.
+`catch_up=True` follows dense Adam's trajectory. The k steps a row skipped all point along its
+m/sqrt(v), so when it is next touched (or on `flush()`) they are applied at once:
+sum_j lr * b1^j / c1(s+j) * sqrt(c2(s+j)) / b2^(j/2) * m/sqrt(v), Adam's eps neglected and the sum
+truncated after `window` terms. A non-negativity clamp commutes with these moves, so constraints
+stay exact. Tables in `manifolds` take Riemannian Adam's step (Becigneul & Ganea, ICLR 2019) on
+touched rows and SparseAdam's rule on the others.
 """
 
 from __future__ import annotations

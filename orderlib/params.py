@@ -1,10 +1,8 @@
-"""Validate a notebook's parameters before any work: one call, every problem in one message.
+"""Validate a notebook's parameters before any work, every problem in one message.
 
-Each experiment module declares `PARAMETERS = {name: validator}`; a notebook calls
-`validate(exp.PARAMETERS, PRESET=PRESET, ...)` right after its `parameters` cell and gets the
-normalised values back (e.g. ROWS "a,b," -> ["a", "b"]), or a ParameterError listing each bad value
-with the valid ones. Under papermill it also rejects every injected name the notebook does not take
-(`-p PRESTE full`), which papermill itself only warns about.
+`validate(exp.PARAMETERS, PRESET=PRESET, ...)` returns the normalised values or raises a
+ParameterError listing each bad value with the valid ones. Under papermill it also rejects
+injected names the notebook does not take, which papermill only warns about.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""Matrix-product precision of a run: tensors stay float32, only the inputs of matrix products may be
-rounded (their sums stay float32), as mixed-precision training does on a GPU.
+"""Matrix-product precision of a run (a notebook's `MATMUL`: "fp32", "bf16", "tf32" or "auto"):
+tensors stay float32, and only the inputs of matrix products may be rounded.
 
-Modes (a notebook's `MATMUL`, a trainer config's `matmul`):
-- "fp32": float32 products, PyTorch's default and every CPU's: the committed reports use it;
-- "bf16": on CPU, oneDNN's products take bfloat16 inputs (AMX tiles or AVX-512 BF16 dot products);
-- "tf32": on CUDA, TensorFloat-32 products (Ampere and later);
-- "auto": "bf16" where the probe finds bf16 products on this CPU, "tf32" on a CUDA device of compute
-  capability >= 8, else "fp32".
-
-Whether a CPU has bf16 products is measured, not read off its feature flags: `bf16_products()`
-multiplies once under oneDNN's flag and checks that the inputs were rounded. (A Zen 4 EPYC reports
-AVX-512 BF16, yet oneDNN keeps float32 products there under the flag.) A run records the mode that
-ran (checkpoint key, report provenance): models trained in different modes are different models.
+Whether a CPU has bf16 products is measured (`bf16_products()`), not read off its feature flags,
+which can claim AVX-512 BF16 where oneDNN keeps float32 products. See docs/performance.md.
 """
 
 from __future__ import annotations

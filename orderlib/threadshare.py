@@ -1,10 +1,6 @@
-"""A notebook's share of the cores while `make reproduce` runs notebooks side by side.
-
-orderlib.tools.reproduce starts each notebook beside another on its share of the cores; with
---elastic it also names a file (ORDERLIB_THREADS_FILE) holding that share, and when the notebook
-beside it finishes and nothing else can start, it writes the whole core count there. The training
-loop (loop.fit) follows the file at every epoch. Without the variable (a notebook run by hand)
-nothing changes.
+"""Let a running notebook take more torch threads: `python -m orderlib.tools.reproduce --elastic`
+writes a thread count to the file named by ORDERLIB_THREADS_FILE, and the training loop applies it
+at every epoch. Without that variable (a notebook run by hand) nothing changes.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
-"""Fashion-MNIST Attributes (`fmnist-attributes-v1`): an attribute-object stand-in for MIT-States
-(Isola et al., 2015) built from real Fashion-MNIST items, for Utama's compositionality study.
+"""Fashion-MNIST Attributes (`fmnist-attributes-v1`): real Fashion-MNIST items rendered under 20
+attributes named by WordNet 3.0 adjectives, a stand-in for MIT-States in Utama's study
+(docs/utama.md).
 
-Each image is one real 28x28 item on a 32x32 RGB canvas, rendered under one of 20 attributes
-whose words are English adjectives in WordNet 3.0 (`ATTRIBUTES`: word -> adjective synset):
-- colour: red, green, blue, yellow (the item's luminance tinted in RGB);
-- pattern: striped, dotted, checkered (clipped to the item's own silhouette);
-- geometry: inverted (upside down), rotated (a quarter turn), small, large, elongated;
-- photometry: faded, dark, blurred, grainy (noise), outlined (edges only);
-- context-dependent, like the paper's "ripe lemon" (yellow) vs "ripe coffee" (red): bright
-  (orange footwear, cyan tops, magenta trousers and dresses, a glaring white bag), worn (scuffed
-  footwear, holed garments, a scratched bag), wet (dark drips on garments, a dark glossy shoe or
-  bag); striped is too: vertical on trousers and dresses, horizontal on tops, diagonal on
-  footwear and bags. How much each attribute's look depends on the object is measured
-  (`orderlib.eval.compositional.context_dependence`), not asserted.
-The 10 objects are the Fashion-MNIST classes with their WordNet noun synsets.
-
-Splits: items of `train` images come from Fashion-MNIST train[0:50000], `val` from
-train[50000:60000], `test` from the 10,000 test images (as Fashion-MNIST Scenes), so no val or
-test pixel is ever trained on. Pairs are split like Misra et al. (`split_pairs`): unseen pairs
-never occur in training, every attribute and every object does. Everything is a deterministic
-function of (version, split, seed, size).
+As in Misra et al. (`split_pairs`), unseen pairs never occur in training, yet every attribute and
+every object does. Deterministic in (version, split, seed, size).
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
-"""Fashion-MNIST Facts (`fmnist-facts-v1`): structured facts <S>, <S,P>, <S,P,O> with real images,
-a stand-in for Sherlock's data sets (Elhoseiny et al., AAAI 2017), which are not public
-downloads.
+"""Fashion-MNIST Facts (`fmnist-facts-v1`): facts <S>, <S,P> and <S,P,O> drawn on 64x64 canvases of
+Fashion-MNIST items, a stand-in for Sherlock's data sets (docs/sherlock.md).
 
-Words: the 10 objects of Fashion-MNIST Attributes (S and O), its 20 WordNet adjectives (P of
-second-order facts) and 6 relations (P of third-order facts). A fact's visual view is an image
-generated for it on a 64x64 canvas of 2x2 cells of 32x32 (one Fashion-MNIST Attributes canvas
-each):
-- <S>: one plain item in a random cell ("sandal");
-- <S,P>: one item under the attribute in a random cell ("sandal, red");
-- <S,P,O>: two plain items standing in the relation: "left of" / "right of" in one row, "above"
-  / "below" in one column, "bigger than" / "smaller than" with the S item enlarged and the O item
-  shrunk (or the reverse), side by side.
-So 10 + 200 + 600 = 810 distinct facts. Their training frequencies follow a long tail
-(`long_tail_counts`): a few facts with many images, many with a handful, some with none, so
-Sherlock's Table 5 cases (few-example SPO facts whose parts were seen often) occur and are found
-by counting (`generalisation_cases`). Train images take items from Fashion-MNIST
-train[0:50000], test images from the test set. Deterministic in (version, split, seed, sizes).
-
-`read_fact_annotations` reads the annotation format of fact data sets: one image path and one
-fact per line, wild-cards as "*".
+Training counts follow a long tail (`long_tail_counts`) so that Sherlock's Table 5 cases,
+few-example facts whose parts were seen often, occur. Deterministic in (version, split, seed, sizes).
 """
 
 from __future__ import annotations

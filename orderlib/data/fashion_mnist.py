@@ -1,9 +1,8 @@
 """Fashion-MNIST (Xiao et al., 2017): 70,000 real 28x28 grey images of 10 clothing classes, each
 mapped to a WordNet 3.0 noun synset so the image side meets the real hypernym hierarchy.
 
-Set-up (idempotent): Debian's `dataset-fashion-mnist` ships the four idx files gzipped under
-/usr/share/datasets/fashion-mnist/; they are unpacked into `<data root>/FashionMNIST/raw/`, the
-layout torchvision's reader wants. Without apt, torchvision downloads them there.
+Set-up unpacks Debian's `dataset-fashion-mnist` into `<data root>/FashionMNIST/raw/`, the layout
+torchvision reads; without apt, torchvision downloads the files there.
 """
 
 from __future__ import annotations

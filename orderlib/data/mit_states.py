@@ -1,20 +1,8 @@
-"""MIT-States (Isola et al. 2015) with the compositional zero-shot splits.
+"""MIT-States (Isola et al., 2015) with the compositional zero-shot splits of Misra et al.
+(`split="misra"`) and Purushwalkam et al. (`split="natural"`); docs/data.md gives the layout.
 
-Layout under `root` (the `release_dataset/` folder of the download, or czsl's `mit-states/`):
-
-- `images/<attr obj>/*.jpg`: one folder per (attribute, object) pair, named "attr obj" (split at
-  the first space; czsl's download script renames the spaces to underscores, so a folder with no
-  space is split at its first underscore). Folders `adj <obj>` hold images without an attribute
-  and are skipped; only .jpg/.jpeg/.png files count.
-- `split="misra"` (Misra et al. 2017): `compositional-split/{train,test}_pairs.txt`, one "attr obj"
-  per line; an image goes to the split whose list holds its pair, images of other pairs are dropped.
-- `split="natural"` (Purushwalkam et al. 2019): `compositional-split-natural/{train,val,test}_pairs.txt`
-  and the per-image assignment `metadata_compositional-split-natural.t7`, a list of dicts with keys
-  'image' (path under images/), 'attr', 'obj', 'set'. Like czsl, an image whose pair is not in its
-  set's pair list is dropped. The .t7 file is a torch pickle, read weights-only: no code from the
-  file runs, and one that names a function or class is refused with a DataError.
-- Precomputed features: an .npz with `files` (paths under images/, str) and `features` (N, F);
-  see `load_features`. `image_features` computes them (ResNet penultimate layer, torchvision).
+The natural split's `.t7` metadata is read weights-only: no code from the file runs, and a file
+that names a function or class is refused with a DataError.
 """
 
 from __future__ import annotations

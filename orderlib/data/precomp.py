@@ -1,13 +1,7 @@
-"""The real-data path for caption-image retrieval: COCO / Flickr30k as the order-embedding and
-VSE++ code ship them.
-
-- `*_precomp` folders (e.g. `coco_precomp/`, `f30k_precomp/`): `{split}_caps.txt`, one caption
-  per line, 5 per image in image order, and `{split}_ims.npy`, image features with one row per
-  image or one per caption (5 identical rows per image; caption k then belongs to image k // 5).
-  An optional `{split}_ims_1crop.npy` (same layout) feeds the "1-crop" row of Table 2.
-- Karpathy's split file (`dataset_coco.json`, `dataset_flickr30k.json`): images with `split`
-  ("train", "restval", "val", "test") and `sentences` (`raw`, `tokens`); features come from an
-  .npy whose rows follow the JSON's image order within the split.
+"""The real-data path for caption-image retrieval: COCO or Flickr30k as the order-embedding and VSE++
+code ship them (`*_precomp` folders), or Karpathy's split files with an .npy of features
+(docs/data.md gives both layouts). Image features come with one row per image or five identical
+rows per image; caption k belongs to image k // 5.
 """
 
 from __future__ import annotations

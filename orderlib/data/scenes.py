@@ -1,26 +1,9 @@
-"""Fashion-MNIST Scenes (`fmnist-scenes-v1`): a captioned-image stand-in for COCO built from real
-Fashion-MNIST items and the real WordNet 3.0 hierarchy.
+"""Fashion-MNIST Scenes (`fmnist-scenes-v1`): a stand-in for COCO in Table 2 and Section 4.6 of
+Vendrov et al., built from real Fashion-MNIST items and WordNet 3.0.
 
-Each image is a 60x60 canvas with a 2x2 grid of 30x30 slots; 1-4 real Fashion-MNIST items
-(28x28) sit in distinct slots, each shifted by 0-2 pixels. Each image has 5 captions, one per
-level of detail, in this order:
-
-  0 gist       the items' lowest common WordNet ancestor: "footwear", "garments", "a shoe"
-  1 one item   one item by its class name (any WordNet lemma): "a sneaker", "a tee shirt"
-  2 abstract   every item once, named by an ancestor at one abstraction depth, counted:
-               "two garments and a shoe"
-  3 inventory  every item once by its class name, counted: "a sneaker, two dresses and a bag"
-  4 layout     items in pairs with a true spatial relation, a left-over item with its
-               position: "a sneaker to the left of a bag and a dress at the bottom right"
-
-so 1-2-word abstract captions and 15-word detailed ones describe the same image (Section 4.6 of
-Vendrov et al. is about exactly that). Every caption comes with machine-checkable claims about
-its scene (tests verify them against the pixels' placement and WordNet).
-
-Splits (Karpathy-shaped): items of `train` scenes come from Fashion-MNIST train[0:50000], `dev`
-from train[50000:60000], `test` from the 10,000 test images, so no test (or dev) pixel is ever
-seen in training, by the scene model or by the frozen CNN (trained on train[0:50000] only).
-Everything is a deterministic function of (version, split, seed, size).
+Each 60x60 image holds 1-4 items and has five captions, from a one-word gist to a full layout
+(`make_captions`; docs/order_embeddings.md), so abstract and detailed captions describe one image.
+Deterministic in (version, split, seed, size).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Torch7's default random generator, draw for draw, to regenerate splits made with Lua Torch.
+"""Torch7's default random generator, draw for draw, to regenerate the splits that Vendrov et al.'s
+createDatasets.lua made with Lua Torch.
 
-Follows torch/torch7 as of late 2015 (commit cecaadfc1ff093987eb0906d80efcfdfd75e0e2d, 2015-11-09,
-the version Vendrov et al.'s createDatasets.lua of 2015-11-10 ran against):
-
-- lib/TH/THRandom.c: MT19937 (Matsumoto & Nishimura, Cokus's variant). `THRandom_manualSeed(s)`
-  is the reference `init_genrand(s & 0xffffffff)`; `THRandom_random` returns the standard tempered
-  32-bit output; `__uniform__` is `random() * (1.0/4294967296.0)`, one 32-bit draw per double
-  (unchanged from commit e193acc03e9fa47ab1614796bf95f9374941f35f, 2015-03-23, to torch7's last
-  THRandom.c).
-- lib/TH/generic/THTensorMath.c `THTensor_(randperm)`: r[i] = i, then for i in 0..n-2
-  `z = random() % (n-i)`, swap r[i] and r[i+z]; the Lua wrapper (TensorMath.lua) adds 1.
-- `THTensor_(rand)` = `THTensor_(uniform)(0, 1)`, filled element by element in memory order.
+Follows torch/torch7 as of 2015-11-09 (commit cecaadfc1ff093987eb0906d80efcfdfd75e0e2d):
+MT19937 as in lib/TH/THRandom.c, one 32-bit draw per uniform double, and `randperm` as in
+THTensorMath.c (for i < n - 1, swap r[i] with r[i + random() % (n - i)]).
 """
 
 from __future__ import annotations

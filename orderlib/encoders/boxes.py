@@ -1,10 +1,8 @@
-"""Box embeddings of concepts for WordNet hypernymy: each synset a box [lo, hi] in [0, 1]^D.
+"""Box embeddings of WordNet synsets (Li et al., ICLR 2019; Dasgupta et al., NeurIPS 2020).
 
-The energy is -log P(v | u) = log vol(u) - log vol(u ∧ v) (low when the hyponym u sits inside the
-hypernym v), trained by default with binary cross-entropy on P(v | u) as Li et al. (ICLR 2019)
-and Dasgupta et al. (NeurIPS 2020) trained boxes. A box is stored as two unconstrained tables,
-lo = sigmoid(a) and hi = lo + sigmoid(b) (1 - lo) (the "sigmoid box" parameterisation of the
-box-embeddings library), so every row is a valid box inside the unit cube after any step.
+Energy -log P(v | u) = log vol(u) - log vol(u ∧ v), trained with binary cross-entropy on P(v | u).
+A box is stored as lo = sigmoid(a), hi = lo + sigmoid(b) (1 - lo), so every row stays a valid box
+in [0, 1]^D after any step.
 """
 
 from __future__ import annotations

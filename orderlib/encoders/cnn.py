@@ -1,14 +1,9 @@
-"""The frozen image CNN: the stand-in for the papers' ImageNet-trained networks (VGG-19 in
-Vendrov et al., Krizhevsky et al.'s in DeViSE), which cannot reach this machine.
+"""The frozen image CNN that stands in for the papers' ImageNet networks: a small classifier trained
+on single Fashion-MNIST items, whose penultimate layer gives the features.
 
-A small fully convolutional classifier is trained on single 28x28 Fashion-MNIST items, then
-frozen. Its penultimate layer gives the image feature:
-- an item (DeViSE): the feature map averaged over space, (C,);
-- a scene canvas (Table 2): the feature map averaged over each cell of the 2x2 slot grid and
-  concatenated, (4C,), so that where an item is survives as well as what it is.
-Test-time augmentation stands in for the 10-crop average of Section 4.2: 5 crops (corners and
-centre of the canvas padded by `pad` pixels) and their mirror images, each mirrored feature map
-flipped back before pooling so left and right keep their meaning; "1-crop" is the centre crop.
+On a scene canvas the feature map is pooled per cell of the 2x2 grid, so where an item is survives
+as well as what it is. Test-time augmentation (5 crops and their mirror images) stands in for the
+10-crop average of Section 4.2 of Vendrov et al.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
-"""Composition functions: an (attribute, object) word pair -> one phrase vector (Section 2 of Utama).
+"""Composition functions (Section 2 of Utama): an (attribute, object) word pair -> one phrase vector.
 
-Every composer owns a word table (attributes first, then objects) initialised from given word
-vectors and trained with the rest, and maps index pairs (B, 2) -> (B, out_dim):
-- "lstm" / "gru": the words as a 2-step sequence, the last hidden state (VSE++'s text encoder);
-- "mlp": three LeakyReLU layers 2d -> 3d -> 1.5d -> d (Eq. 6);
-- "mlp_interaction": the same fed [a, o, a*o, |a - o|] (Conneau et al.'s features);
+Each composer owns a word table (attributes, then objects) initialised from word vectors and
+trained with the rest, and maps index pairs (B, 2) -> (B, out_dim):
+- "lstm" / "gru": the two words as a sequence, the last hidden state (VSE++'s text encoder);
+- "mlp": LeakyReLU layers 2d -> 3d -> 1.5d -> d (Eq. 6);
+- "mlp_interaction": the same on [a, o, a*o, |a - o|] (Conneau et al.'s features);
 - "tensor": h_i = [a; o]^T V_i [a; o], then LeakyReLU(h + W [a; o]) (Eqs. 4-5);
-- "linear": W [a; o], a plain map (the label-embedding baselines' input layer).
-The RNN composers also encode a single word (`encode_words`), which the vector arithmetic of
-Table 3 needs.
+- "linear": W [a; o] (the label-embedding baselines).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Concept tables for WordNet hypernymy (Sec. 3 of Vendrov et al.): one learned embedding per synset.
 
-Each model gives `energy(u, v)` (low = "u is a hyponym of v") and names the loss it trains with.
-Tables are `nn.Embedding`s; `tables()` names them so a trainer can update only touched rows, and
-`manifolds()` names the Riemannian manifold of any table whose rows live on one.
-The later models of the same task (boxes, hyperbolic points and cones) are in `boxes.py` and
-`hyperbolic.py`; they register themselves in CONCEPT_MODELS when this module is imported.
+Each model gives `energy(u, v)` (low = "u is a hyponym of v") and names its loss; `tables()` and
+`manifolds()` tell a trainer which rows to update lazily and which live on a Riemannian manifold.
+Importing this module registers the models of `boxes.py` and `hyperbolic.py`.
 """
 
 from __future__ import annotations

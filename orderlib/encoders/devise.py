@@ -1,10 +1,9 @@
-"""DeViSE (Frome et al., 2013): a linear map M from a CNN's top-layer features into a fixed label
-embedding space, trained with the hinge rank loss (Eq. 1); labels are predicted by nearness.
+"""DeViSE (Frome et al., 2013): a linear map M from CNN features into a fixed label-embedding space,
+trained with the hinge rank loss (Eq. 1); a label is predicted by nearness.
 
-score "dot": s(image, label) = t_label . M v(image), t unit-norm (Section 3.3).
-score "order" (beyond the paper; the future work of Vendrov et al.): labels are WordNet
-order-embeddings, the image is embedded as |M v| and s = -E(|M v|, t_label): the image should
-sit below its label in the order, like a hyponym below its hypernym.
+Score "dot": s = t_label . M v, t unit-norm (Section 3.3). Score "order" (beyond the paper): the
+labels are WordNet order-embeddings and s = -E(|M v|, t_label), so an image sits below its label
+as a hyponym sits below its hypernym.
 """
 
 from __future__ import annotations

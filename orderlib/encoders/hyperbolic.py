@@ -1,8 +1,8 @@
-"""Hyperbolic concept tables for WordNet hypernymy: Poincare embeddings and entailment cones.
+"""Hyperbolic concept tables for WordNet hypernymy: Poincaré embeddings (Nickel & Kiela, 2017) and
+entailment cones (Ganea et al., 2018).
 
-Rows are points of the unit Poincare ball (geoopt's PoincareBall, curvature -1); `manifolds()`
-names it so the trainer takes Riemannian Adam steps on touched rows (orderlib.optim.RowAdam), or
-on CPU the compiled step (orderlib/csrc/concept_step.cpp), which does geoopt's maths for curvature -1.
+Rows are points of geoopt's unit Poincaré ball (curvature -1); `manifolds()` names it, so the
+trainers take Riemannian Adam steps on the rows a batch touches.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
-"""Closed-form two-view baselines of Sherlock's Table 4, on frozen image features X (N, F) and
-language vectors (facts as [S | P | O] word vectors, zeros for wild-cards).
+"""Closed-form two-view baselines of Sherlock's Table 4, on frozen image features X (N, F) and fact
+vectors ([S | P | O] word vectors, zeros for wild-cards).
 
-- ESZSL (Romera-Paredes and Torr, ICML 2015, Eq. 5): V = (X^T X + g I)^-1 X^T Y S (S^T S + l I)^-1
-  with Y (N, Z) in {-1, 1} the training labels over Z training facts and S (Z, A) their language
-  vectors; score(x, s) = x V s^T.
-- Multiview CCA (Gong et al., IJCV 2014): regularised CCA between the two views; each view is
-  projected on the top k canonical directions, scaled by the canonical correlations to the power
-  p (p = 4 in the paper), and compared by cosine similarity.
-Both return distances (low = match) so that the retrieval code treats every method alike.
+- ESZSL (Romera-Paredes and Torr, ICML 2015, Eq. 5): V = (X^T X + g I)^-1 X^T Y S (S^T S + l I)^-1,
+  Y (N, Z) the {-1, 1} labels over the Z training facts, S (Z, A) their vectors;
+  score(x, s) = x V s^T.
+- Multiview CCA (Gong et al., IJCV 2014): regularised CCA; each view projected on the top k
+  canonical directions, scaled by the canonical correlations to the power p (4 in the paper),
+  compared by cosine.
+Both return distances (low = match), so the retrieval code treats every method alike.
 """
 
 from __future__ import annotations

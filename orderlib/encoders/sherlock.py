@@ -1,14 +1,10 @@
 """Sherlock's structured embedding model (SEM; Elhoseiny et al., AAAI 2017, Eqs. 1-6).
 
-A fact lives in a space of three blocks [S | P | O]. The language view is fixed word vectors per
-slot (l_S, l_P, l_O; zero for a wild-card). The visual view is a CNN:
-- SEM-A: shared lower layers theta_c^0, then an S branch and a PO branch (convolutions theta_c,
-  fully connected theta_u), v_S = W_S psi_S(d), v_P = W_P e, v_O = W_O e (Eq. 5);
-- SEM-B: every layer shared, three heads W_S, W_P, W_O.
-Loss (Section "Loss function"): sum over slots of w_slot * 1/2 ||v_slot - l_slot||^2 with w = 0
-for wild-cards (the visual heads are not penalised there), averaged over the batch. Distances for
-retrieval ignore wild-card slots likewise. `average=True` is the structure ablation: the S, P and
-O parts of both views are averaged into one d-vector before comparing.
+A fact is three blocks [S | P | O]. The language view is fixed word vectors per slot (zero for a
+wild-card); the visual view is a CNN: SEM-A shares its lower layers, then splits into an S branch
+and a PO branch (Eq. 5); SEM-B shares every layer under three heads. The loss is
+sum_slot w_slot * 1/2 ||v_slot - l_slot||^2 with w = 0 for wild-cards, which retrieval distances
+ignore too. `average=True` is the ablation that averages S, P and O into one vector.
 """
 
 from __future__ import annotations

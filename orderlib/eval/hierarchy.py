@@ -1,11 +1,8 @@
 """Flat hit@k and hierarchical precision@k (Section 4 of Frome et al., DeViSE).
 
-Hierarchical precision@k: for the true label, grow rings over the label hierarchy's hypernym and
-hyponym edges (walking through any node, candidate or not), keeping only labels of the current
-candidate set, and stop after the first whole ring that brings the kept set to at least k labels
-(ring 0 is the true label itself). precision = |top-k predictions ∩ that set| / k, averaged over
-images; hp@1 = hit@1. The kept set may exceed k (a whole ring is kept), so precision 1 is
-reachable. If the whole connected graph holds fewer than k candidates, the set is all of them.
+hp@k grows rings of hypernym and hyponym edges around the true label, keeping candidate labels,
+until a whole ring brings the kept set to at least k labels; precision is |top-k ∩ kept| / k
+(docs/protocols.md). Because whole rings are kept, the set may exceed k and precision 1 is reachable.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
-"""Image-caption retrieval: ranks, Recall@K, median/mean rank (Section 4 of Vendrov et al.).
+"""Image-caption retrieval: ranks, Recall@K, median and mean rank (Section 4 of Vendrov et al.).
 
-Ranks are counted block by block of queries: each block's penalty rows are computed, reduced to
-four counts per query (`TargetRanks`) and dropped, so the full (images x captions) matrix never
-exists. Caption k belongs to image k // captions_per_image (the `*_precomp` layout).
-
-Ties. Where candidates score exactly the same (repeated caption texts embed identically), the
-rank of the ground truth is not defined by the scores alone. Every metric can be read under
-four rules (`TIES`):
-- "expected" (the primary one, `PRIMARY_TIES`): the exact expectation under uniformly random
-  tie-breaking; R@K and mean rank are expectations, the median is that of the expected rank
-  distribution;
-- "pessimistic" / "optimistic": every tie counted against / for the model, the two exact bounds;
-- "index": ties broken by candidate index, lowest first: what the authors' `evaluation.py`
-  (`numpy.argsort` of the errors) returns when its sort is stable. VSE++'s code reverses a sort
-  of similarities (highest index first), and numpy's default sort is not stable, so the field's
-  code has no fixed tie rule.
-Without ties all four agree. NaN penalties rank last (a diverged model scores no better than
-chance); `evaluate_retrieval` refuses non-finite embeddings outright.
+Caption k belongs to image k // captions_per_image. Ranks are counted block by block of queries,
+so the full (images x captions) matrix never exists. Where candidates score exactly the same
+(repeated captions), every metric is given under each rule of `TIES`, the exact expectation under
+random tie-breaking first (docs/order_embeddings.md). NaN penalties rank last.
 """
 
 from __future__ import annotations

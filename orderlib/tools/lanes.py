@@ -1,13 +1,8 @@
-"""Which notebook `make reproduce` starts next when it runs notebooks side by side ("lanes").
+"""Which notebook `make reproduce LANES=2` starts next, and on how many threads.
 
-Two notebooks that each train on one core finish sooner together than one after the other on two
-threads each: most of their steps (1024-d GRUs, small CNNs, per-row Adam updates) use a second
-thread poorly. A notebook that reads another's checkpoints starts after it (AFTER); Table 1 trains
-its own jobs in one process per core, so it runs alone (EXCLUSIVE). Among the notebooks ready to
-start, the one with the longest chain of work still behind it goes first (critical path, from the
-previous run's wall times), so the notebook that waits on others does not start last and alone.
-Each notebook beside others runs on its share of the cores from start to end (threads_for), so a
-run repeats its tables exactly; reproduce's --elastic raises the share once nothing runs beside it.
+A notebook that reads another's checkpoints starts after it (AFTER), Table 1 runs alone
+(EXCLUSIVE), and among the ready notebooks the one with the longest chain of work behind it goes
+first. Each keeps cores / LANES threads throughout, so a run repeats its tables.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""Write (or check) reports/README.md: one row per report id, what it reproduces, and its provenance.
+"""Write (or check) reports/README.md: one row per report id, what it reproduces, its files and its
+provenance (from the table's `.meta.json`).
 
     python -m orderlib.tools.report_index           # regenerate reports/README.md
     python -m orderlib.tools.report_index --check   # fail if it is stale or a report is unlisted
 
-Each row links the CSV, the Markdown table, the figures and the notebook that wrote them, with the
-preset, commit and date from the table's `.meta.json`. `REPORTS` below says what each id is; a
-report on disk that is not in it (or an entry whose files are missing) is an error, so the index
-cannot silently fall behind the reports.
+A report on disk that `REPORTS` lacks, or an entry whose files are missing, is an error.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
-"""Run notebooks with papermill one after another (what `make reproduce` / `make resume` do), time
-each, publish a full run's executed copies under reports/notebooks/, and write `bench_reproduce`:
-per notebook its wall time, its share of the run, the training time of its reports' models and how
-many of them this run trained rather than loaded from checkpoints, beside the previous
-bench_reproduce's wall time (its commit in the notes) where that run timed the same notebook.
-A run of some notebooks keeps the previous table's rows for the others (a full pipeline takes
-longer than one sitting): each row names the commit of the run that timed it. A fixed reference
-workload timed at the start and end of the run (`reference_speed`) says how fast the machine was.
-On a machine with a CUDA device (where the notebooks' device="auto" trains) the table is
-`bench_reproduce_cuda` instead, beside the CPU run's wall time of each notebook it timed.
+"""Run notebooks with papermill (what `make reproduce` and `make resume` do), time each, publish a
+full run's executed copies under reports/notebooks/, and write the `bench_reproduce` table
+(`bench_reproduce_cuda` on a machine with a CUDA device).
 
     .venv/bin/python -m orderlib.tools.reproduce [--preset full] notebooks/00_oe_fig2_toy2d.ipynb ...
+
+A run of some notebooks keeps the previous table's rows for the others, each naming the commit
+that timed it. A fixed workload timed at the run's start and end (`reference_speed`) says how fast
+the machine was.
 """
 
 from __future__ import annotations

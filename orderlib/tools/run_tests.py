@@ -3,12 +3,8 @@ notebook on its small preset.
 
     python -m orderlib.tools.run_tests [--keep-runs] [--tests PATH ...] [--notebooks NB ...] [--no-notebooks]
 
-Every step runs even when an earlier one fails, so one failing test does not hide the notebooks'
-results; the exit status is non-zero if any step failed. The run writes its checkpoints, caches and
-small-preset reports into a fresh folder `runs/test-*` ($ORDERLIB_RUNS for everything it starts),
-and pytest's temporary files into a system temp folder (outside the checkout's git), says how much
-disk both took, and removes them (keep them with --keep-runs). The last line is the count over all
-steps: `total: N passed, N failed, N skipped`.
+Every step runs even when an earlier one fails; the exit status is non-zero if any failed. What the
+run writes goes to a fresh `runs/test-*` folder, removed at the end unless --keep-runs.
 """
 
 from __future__ import annotations

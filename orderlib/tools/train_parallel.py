@@ -1,15 +1,11 @@
-"""Train a notebook's models data-parallel over N processes started by torchrun (one per GPU), into
-the checkpoints the notebook reads: run the notebook afterwards with the same parameters and it
-loads every model at once.
+"""Train a notebook's models data-parallel over the processes torchrun starts (one per GPU), into the
+checkpoints the notebook reads; the notebook, run afterwards with the same parameters, loads them.
 
     torchrun --nproc_per_node=4 -m orderlib.tools.train_parallel retrieval --preset full
     torchrun --nproc_per_node=4 -m orderlib.tools.train_parallel snli --preset full
 
-`retrieval` trains the rows of notebooks/03 (Table 2; 04 and 05 read the same checkpoints), `snli`
-the models of notebooks/02 (Table 3). The options are the notebooks' parameters. Each process
-builds the data (or loads them from the notebook's caches; the first to reach a cache builds it,
-the others wait on its lock), then all train each model together (orderlib.distributed). Without
-torchrun this trains in one process, as the notebook would.
+`retrieval` is notebooks/03 (Table 2), `snli` notebooks/02 (Table 3); the options are the
+notebooks' parameters. Without torchrun it trains in one process (docs/performance.md).
 """
 
 from __future__ import annotations

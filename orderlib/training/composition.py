@@ -1,20 +1,14 @@
 """Attribute-object recognisers of Utama's Table 1 and their training (Section 3.1 of Utama).
 
 Every model scores (image, pair) combinations, high = better (`scores(x, pairs) -> (N, P)`):
-- "vse": VSE++ (Faghri et al.): image W_f phi(i) and phrase g(a, o) from a composer
-  (orderlib.encoders.composition), cosine similarity (Eq. 2), max of hinges (Eq. 3) over batches
-  of distinct pairs;
-- "order" (beyond the paper): the same two sides in the non-negative orthant, the phrase above
-  its images in the order (order violation, Eq. 2 of Vendrov et al.), sum of hinges (their Eq. 5);
-- "compcos" (beyond the paper, after Mancini et al. 2021's closed-world CompCos): cosine between
-  the projected image and an MLP-composed pair, softmax over the training pairs at temperature T;
-- "le": Misra et al.'s label embedding: an MLP maps [a; o] to a linear classifier of phi(i),
-  softmax over the training pairs;
-- "visual_product": independent attribute and object classifiers, log p(a|i) + log p(o|i);
-- "crf": Utama's Eq. 7, log p(o|i) + log p(a|o, i) with one attribute classifier per object;
-  `max_marginal` gives its object-first inference.
-Schedule (Utama 3.1): Adam, lr divided by 10 every 6 epochs, gradients clipped to norm 2.0;
-optionally a second phase with the CNN unfrozen (the "+finetune" row).
+- "vse": VSE++ (Faghri et al.): cosine between W_f phi(i) and a composed phrase g(a, o) (Eq. 2),
+  max of hinges (Eq. 3);
+- "order" (beyond the paper): the phrase above its images in Vendrov et al.'s order, sum of hinges;
+- "compcos" (beyond the paper): Mancini et al. (2021)'s closed-world CompCos;
+- "le": Misra et al.'s label embedding, an MLP from [a; o] to a linear classifier of phi(i);
+- "visual_product": log p(a|i) + log p(o|i);
+- "crf": Utama's Eq. 7, log p(o|i) + log p(a|o, i).
+The schedule is in docs/protocols.md.
 """
 
 from __future__ import annotations

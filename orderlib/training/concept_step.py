@@ -1,16 +1,9 @@
-"""Table 1's table models stepped by one compiled call (orderlib/csrc/concept_step.cpp).
+"""Table 1's table models stepped by one compiled call per batch (orderlib/csrc/concept_step.cpp):
+energy, loss, a hand-written gradient, lazy Adam and the constraint in one pass over the touched
+rows, where the PyTorch step (`hypernymy._Stepper`) makes about 50 small ATen calls.
 
-The PyTorch step (`hypernymy._Stepper`: gather, autograd, RowAdam) spends ~2 ms of a step in ~50
-small ATen calls; the kernel does the same arithmetic (energy, loss, hand-written gradient, lazy
-Adam with catch-up, constraint, write-back) in one pass over the touched rows. It keeps its state
-in the RowAdam it is given, so checkpoints are the same either way. Dense parameters the energy
-names (bilinear's W and b) get their gradient from the kernel in their `.grad`, and the caller's
-torch.optim.Adam steps them, as on the PyTorch path. Tables the energy marks "ball" (Poincaré
-embeddings, entailment cones) take geoopt's RiemannianAdam step on the unit ball in the kernel, as
-RowAdam does for the model's manifolds, and their row-norm constraint ("norm_bounds"). Used where
-`applies` holds: a model whose `fused_energy()` is not None, row-wise Adam, no dense parameters
-beyond the energy's, manifolds exactly its "ball" tables, CPU, a loss in LOSSES; elsewhere, or
-with ORDERLIB_FUSED=0, the PyTorch step runs.
+Its optimiser state lives in the RowAdam it is given, so checkpoints are the same either way. Used
+where `applies` holds; elsewhere, or with ORDERLIB_FUSED=0, the PyTorch step runs.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Train a concept model on WordNet hypernym pairs (Sec. 3.3 of Vendrov et al.).
 
-Batches hold `batch` true pairs and one corrupted pair per true pair, plus one more negative per
-true pair for each kind in `cfg.negatives` (NEGATIVE_KINDS); train negatives are redrawn each
-epoch from an RNG seeded by (seed, epoch), so a resumed run is the run it continues.
-Model selection (early stopping and threshold) uses dev only.
+A batch holds true pairs, one corrupted pair per true pair, and one more negative per true pair
+for each kind in `cfg.negatives`. Training negatives are redrawn each epoch from an RNG seeded by
+(seed, epoch), so a resumed run is the run it continues. Early stopping and the threshold use dev
+only.
 """
 
 from __future__ import annotations

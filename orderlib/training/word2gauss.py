@@ -1,13 +1,8 @@
-"""Table 1's word2gauss baseline trained as the word2gauss code trains (Vilnis & McCallum, 2015).
-
-Vendrov et al. ran seomoz/word2gauss for 200 epochs (50-d diagonal Gaussians, KL energy, max-margin
-loss with margin 7 from a grid search). That code updates one (positive, corrupted) pair at a time
-with per-coordinate Adagrad, eta / (sqrt(sum g^2) + 1), gradients clipped at 10, means kept in a ball
-and variances in a box after each update. `orderlib/csrc/word2gauss.cpp` is that loop, compiled
-(about 1 s per epoch on one core, its sqrt vectorised by -fno-math-errno), so the paper's 200
-epochs fit in minutes. Positives are shuffled and negatives redrawn each epoch from an RNG seeded
-by (seed, epoch), as in `training.hypernymy`, so a resumed run is the run it continues; the epoch
-and threshold are chosen on dev.
+"""Table 1's word2gauss baseline (Vilnis & McCallum, 2015), trained as the seomoz/word2gauss code that
+Vendrov et al. ran: one (positive, corrupted) pair at a time with per-coordinate Adagrad, means
+kept in a ball and variances in a box (docs/protocols.md). The loop is compiled
+(orderlib/csrc/word2gauss.cpp) so the paper's 200 epochs take minutes. Each epoch's shuffle and
+negatives come from an RNG seeded by (seed, epoch), so a resumed run is the run it continues.
 """
 
 from __future__ import annotations
