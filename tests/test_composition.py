@@ -6,7 +6,13 @@ import torch
 
 from orderlib.encoders.cnn import ItemCNN
 from orderlib.encoders.composition import COMPOSERS, build_composer
-from orderlib.eval.compositional import accuracy_at_bias, context_dependence, generalised_sweep, topk_accuracy
+from orderlib.eval.compositional import (
+    accuracy_at_bias,
+    context_dependence,
+    generalised_sweep,
+    sampled_sweep,
+    topk_accuracy,
+)
 from orderlib.training.composition import CompositionConfig, _batches, predict_scores, train_recogniser
 
 N_A, N_O, D = 6, 5, 8
@@ -71,13 +77,54 @@ def test_generalised_sweep_is_exact():
     assert exact["best seen"] == pytest.approx(grid[0]["seen"]) and exact["best unseen"] == pytest.approx(
         grid[-1]["unseen"]
     )
+    # reference area along the grid's own path (rising bias: seen falls, unseen rises), by trapezoids
     s, u = np.array([g["seen"] for g in grid]), np.array([g["unseen"] for g in grid])
-    order = np.argsort(s, kind="stable")
-    assert exact["auc"] == pytest.approx(np.trapezoid(u[order], s[order]) / 100, abs=0.3)
+    area = sum((s[i] - s[i + 1]) * (u[i] + u[i + 1]) / 2 for i in range(len(grid) - 1)) + s[-1] * u[-1]
+    assert exact["auc"] == pytest.approx(area / 100, abs=0.3)
+    sampled = sampled_sweep(scores, target, unseen)
+    assert sampled["best hm"] <= exact["best hm"] + 1e-9 and sampled["auc"] <= exact["auc"] + 1e-9
     at = accuracy_at_bias(scores, target, unseen, exact["bias"])
     assert at["hm"] == pytest.approx(exact["best hm"])
     with pytest.raises(ValueError, match="both seen and unseen"):
         generalised_sweep(scores[:150], target[:150], unseen)
+
+
+# Four images, pair 0 seen, pair 1 unseen. Thresholds: A 1, B 3 (seen: right below them),
+# C -2, D 2 (unseen: right above them). In rising bias the curve visits (seen, unseen) =
+# (100, 0), (100, 50), (50, 50), (50, 100), (0, 100): its area is 50 x 100 + 50 x 50 = 75% of the
+# square. Ordering by seen accuracy alone would walk (50, 50) before (50, 100) and give 62.5.
+HAND_SCORES = torch.tensor([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0], [0.0, -2.0]])
+HAND_TARGET = torch.tensor([0, 0, 1, 1])
+HAND_UNSEEN = torch.tensor([False, True])
+
+
+def test_generalised_auc_follows_the_bias_path():
+    exact = generalised_sweep(HAND_SCORES, HAND_TARGET, HAND_UNSEEN)
+    assert exact["auc"] == pytest.approx(75.0)
+    assert exact["best hm"] == pytest.approx(200 / 3) and exact["best seen"] == 100 and exact["best unseen"] == 100
+    seen, unseen = exact["curve"]
+    assert seen.tolist() == [100, 100, 50, 50, 0] and unseen.tolist() == [0, 50, 50, 100, 100]
+
+
+def test_sampled_sweep_takes_the_field_evaluators_points():
+    # czsl: biases at the unseen thresholds less 1e-4 (-2.0001, 1.9999), then a very large bias:
+    # points (100, 0), (50, 50), (0, 100); area 50% of the square, best harmonic mean 50.
+    got = sampled_sweep(HAND_SCORES, HAND_TARGET, HAND_UNSEEN)
+    assert got["auc"] == pytest.approx(50.0) and got["best hm"] == pytest.approx(50.0)
+    assert got["best seen"] == 100 and got["best unseen"] == 100
+
+
+def test_ties_count_as_in_the_closed_world():
+    # image 0 (seen target 0) ties with seen pair 1: half a hit while it beats the unseen pair;
+    # image 1 (unseen target 2) is right for bias > 0 and, at bias 0, tied: half a hit there.
+    scores = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
+    target, unseen = torch.tensor([0, 2]), torch.tensor([False, False, True])
+    assert accuracy_at_bias(scores, target, unseen, -0.5) == {"seen": 50.0, "unseen": 0.0, "hm": 0.0}
+    assert accuracy_at_bias(scores, target, unseen, 0.0)["unseen"] == 50.0
+    assert accuracy_at_bias(scores, target, unseen, 0.5)["unseen"] == 100.0
+    assert generalised_sweep(scores, target, unseen)["best seen"] == 50.0
+    closed = topk_accuracy(scores[:1, :2], target[:1], ks=(1,))
+    assert closed["top-1"] == 50.0
 
 
 def test_context_dependence_bounds():

@@ -5,8 +5,10 @@
 - generalised (the "natural" split): candidates are seen and unseen pairs; a calibration bias
   added to every unseen pair's score trades seen accuracy for unseen accuracy. The sweep here is
   exact: each image is right on one interval of biases, so the whole seen/unseen curve follows
-  from one threshold per image (the field's code samples the biases). Reported: best seen, best
-  unseen, best harmonic mean and the area under the curve.
+  from one threshold per image (the field's code samples the biases: `sampled_sweep`). Reported:
+  best seen, best unseen, best harmonic mean and the area under the curve.
+
+Ties count the same way in both: a target tied with k candidates is worth 1 / (k + 1) of a hit.
 """
 
 from __future__ import annotations
@@ -34,50 +36,80 @@ def topk_accuracy(scores: torch.Tensor, target: torch.Tensor, ks=(1, 2, 3), ties
 
 
 def _thresholds(scores: torch.Tensor, target: torch.Tensor, unseen: torch.Tensor):
-    """Per image: whether its target is an unseen pair, whether it can be right at any bias, and
-    the bias threshold (right below it for seen targets, above it for unseen ones)."""
+    """Per image: whether its target is an unseen pair, its credit when it wins (1 / (1 + ties with
+    candidates of its own group), the expected tie rule of the closed world), its ties with the
+    other group's best at the threshold, and the bias threshold (right below it for seen targets,
+    above it for unseen ones). An image beaten within its own group has credit 0."""
     scores = torch.as_tensor(scores, dtype=torch.float64)
     n = scores.shape[0]
     rows = torch.arange(n)
     s_t = scores[rows, target]  # (N,)
     others = scores.clone()
     others[rows, target] = -float("inf")
-    best_seen = torch.where(~unseen[None], others, torch.tensor(-float("inf"), dtype=torch.float64)).max(1).values
-    best_unseen = torch.where(unseen[None], others, torch.tensor(-float("inf"), dtype=torch.float64)).max(1).values
+    neg = torch.tensor(-float("inf"), dtype=torch.float64)
     is_unseen = unseen[target]
-    possible = torch.where(is_unseen, s_t > best_unseen, s_t > best_seen)
-    thr = torch.where(is_unseen, best_seen - s_t, s_t - best_unseen)
-    return is_unseen.numpy(), possible.numpy(), thr.numpy()
+    same = torch.where(unseen[None] == is_unseen[:, None], others, neg)  # (N, P) own group, target out
+    other = torch.where(unseen[None] != is_unseen[:, None], others, neg)
+    best_other = other.max(1).values
+    ties_same = (same == s_t[:, None]).sum(1).to(torch.float64)
+    credit = torch.where(s_t >= same.max(1).values, 1.0 / (1.0 + ties_same), 0.0)
+    ties_other = (other == best_other[:, None]).sum(1).to(torch.float64)
+    thr = torch.where(is_unseen, best_other - s_t, s_t - best_other)
+    return is_unseen.numpy(), credit.numpy(), ties_other.numpy(), thr.numpy()
 
 
 def accuracy_at_bias(scores, target, unseen, bias: float) -> dict:
-    """Seen and unseen accuracy (%) and their harmonic mean with `bias` added to unseen pairs."""
-    is_unseen, possible, thr = _thresholds(scores, torch.as_tensor(target), torch.as_tensor(unseen))
-    seen_ok = possible & ~is_unseen & (bias < thr)
-    unseen_ok = possible & is_unseen & (bias > thr)
-    s, u = 100 * seen_ok[~is_unseen].mean(), 100 * unseen_ok[is_unseen].mean()
+    """Seen and unseen accuracy (%) and their harmonic mean with `bias` added to unseen pairs.
+    A tie with the other group's best at exactly the threshold is split like any other tie."""
+    is_unseen, credit, ties_other, thr = _thresholds(scores, torch.as_tensor(target), torch.as_tensor(unseen))
+    wins = np.where(is_unseen, bias > thr, bias < thr)
+    tied = bias == thr
+    shared = credit / (1.0 + credit * ties_other)  # 1 / (1 + ties in own group + ties in the other)
+    ok = np.where(wins, credit, np.where(tied, shared, 0.0))
+    s, u = 100 * ok[~is_unseen].mean(), 100 * ok[is_unseen].mean()
     return {"seen": float(s), "unseen": float(u), "hm": float(2 * s * u / (s + u)) if s + u else 0.0}
+
+
+def _curve(is_unseen, credit, thr, biases):
+    """Seen and unseen accuracy (%) at each of `biases`, none of them equal to a threshold."""
+    seen, unseen = ~is_unseen & (credit > 0), is_unseen & (credit > 0)
+    s_order, u_order = np.argsort(thr[seen]), np.argsort(thr[unseen])
+    s_thr, s_cum = thr[seen][s_order], np.r_[0.0, np.cumsum(credit[seen][s_order])]
+    u_thr, u_cum = thr[unseen][u_order], np.r_[0.0, np.cumsum(credit[unseen][u_order])]
+    seen_acc = 100 * (s_cum[-1] - s_cum[np.searchsorted(s_thr, biases, side="right")]) / (~is_unseen).sum()
+    unseen_acc = 100 * u_cum[np.searchsorted(u_thr, biases, side="left")] / is_unseen.sum()
+    return seen_acc, unseen_acc
+
+
+def _hm(seen_acc, unseen_acc):
+    total = seen_acc + unseen_acc
+    return np.where(total > 0, 2 * seen_acc * unseen_acc / np.maximum(total, 1e-12), 0.0)
+
+
+def _inputs(scores, target, unseen):
+    target, unseen = torch.as_tensor(target, dtype=torch.long), torch.as_tensor(unseen, dtype=torch.bool)
+    is_unseen, credit, _, thr = _thresholds(scores, target, unseen)
+    if is_unseen.all() or not is_unseen.any():
+        raise ValueError("the generalised sweep needs images of both seen and unseen pairs")
+    return is_unseen, credit, thr
 
 
 def generalised_sweep(scores, target, unseen) -> dict:
     """Exact calibration-bias sweep over scores (N, P) of images with target pairs (N,), where
     unseen (P,) marks unseen candidate pairs. Returns best seen / unseen accuracy and best
     harmonic mean (%), the AUC of the seen-unseen curve (%, as a fraction of the unit square:
-    100 x area), the bias at the best harmonic mean, and the curve."""
-    target, unseen = torch.as_tensor(target, dtype=torch.long), torch.as_tensor(unseen, dtype=torch.bool)
-    is_unseen, possible, thr = _thresholds(scores, target, unseen)
-    if is_unseen.all() or not is_unseen.any():
-        raise ValueError("the generalised sweep needs images of both seen and unseen pairs")
-    t = np.unique(thr[possible])
+    100 x area), the bias at the best harmonic mean, and the curve in rising-bias order.
+
+    The curve's points follow the bias: seen accuracy falls and unseen accuracy rises along it, so
+    the area is taken along that path (ordering by seen accuracy alone would zig-zag where seen
+    accuracy is flat)."""
+    is_unseen, credit, thr = _inputs(scores, target, unseen)
+    t = np.unique(thr[credit > 0])
     # one bias below every threshold, one between each two, one above all: every distinct point
     biases = np.concatenate([[t[0] - 1.0], (t[:-1] + t[1:]) / 2, [t[-1] + 1.0]]) if len(t) else np.zeros(1)
-    seen_thr = np.sort(thr[possible & ~is_unseen])
-    unseen_thr = np.sort(thr[possible & is_unseen])
-    seen_acc = 100 * (len(seen_thr) - np.searchsorted(seen_thr, biases, side="right")) / (~is_unseen).sum()
-    unseen_acc = 100 * np.searchsorted(unseen_thr, biases, side="left") / is_unseen.sum()
-    hm = np.where(seen_acc + unseen_acc > 0, 2 * seen_acc * unseen_acc / np.maximum(seen_acc + unseen_acc, 1e-12), 0)
-    order = np.argsort(seen_acc, kind="stable")
-    auc = float(np.trapezoid(unseen_acc[order], seen_acc[order])) / 100.0
+    seen_acc, unseen_acc = _curve(is_unseen, credit, thr, biases)
+    hm = _hm(seen_acc, unseen_acc)
+    auc = float(np.trapezoid(unseen_acc[::-1], seen_acc[::-1])) / 100.0  # seen rising along the path
     best = int(np.argmax(hm))
     return {
         "best seen": float(seen_acc.max()),
@@ -86,6 +118,25 @@ def generalised_sweep(scores, target, unseen) -> dict:
         "auc": auc,
         "bias": float(biases[best]),
         "curve": (seen_acc, unseen_acc),
+    }
+
+
+def sampled_sweep(scores, target, unseen, bins: int = 20, margin: float = 1e-4) -> dict:
+    """The sweep as the field's evaluator samples it (ExplainableML/czsl, `Evaluator`): biases at
+    every (len // bins)-th threshold of the unseen images that can be right, each less `margin`,
+    plus the point at a very large bias; points joined linearly. Best seen, best harmonic mean and
+    AUC come out at or below the exact sweep's; reported beside it so rows compare with published
+    MIT-States numbers."""
+    is_unseen, credit, thr = _inputs(scores, target, unseen)
+    diffs = np.sort(thr[is_unseen & (credit > 0)]) - margin
+    biases = diffs[:: max(len(diffs) // bins, 1)]
+    seen_acc, unseen_acc = _curve(is_unseen, credit, thr, np.r_[biases, np.inf])
+    hm = _hm(seen_acc, unseen_acc)
+    return {
+        "best seen": float(seen_acc.max()),
+        "best unseen": float(unseen_acc.max()),
+        "best hm": float(hm.max()),
+        "auc": float(np.trapezoid(seen_acc, unseen_acc)) / 100.0,
     }
 
 
