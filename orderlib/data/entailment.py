@@ -1,16 +1,10 @@
 """Sentence pairs for textual entailment (Section 5 of Vendrov et al.): SNLI and SICK.
 
-Two layouts are read:
-- the official SNLI 1.0 release, `snli_1.0_{train,dev,test}.jsonl`, fields `sentence1`
-  (premise), `sentence2` (hypothesis), `gold_label`;
-- the TSV layout `premise<TAB>hypothesis<TAB>label` with label 0 = entailment, 1 = neutral,
-  2 = contradiction (copies beside the checkout in `../shared/data/{snli,sick}/{split}.tsv`);
-- the official SICK release, `SICK.txt` (SemEval-2014 task 1), splits in its SemEval_set column.
-
-Two-class mapping as in the paper (Section 5.2): entailment is positive; neutral and
-contradiction are negative. Pairs whose official gold label is '-' (no annotator consensus)
-are dropped by default, as the official evaluations and the shared TSVs do; the authors' code
-kept them as negatives (`no_consensus="negative"` does that).
+Reads the official releases (SNLI 1.0's jsonl, SICK.txt) and TSV copies (`premise<TAB>hypothesis<TAB>label`,
+0/1/2 = entailment/neutral/contradiction). Entailment is the positive class (Section 5.2). Pairs whose
+gold label is '-' (no annotator consensus) are dropped by default, as the official evaluations do; the
+authors' code kept them as negatives (`no_consensus="negative"`). Downloads are refused unless the
+archive's SHA-256 is the published one.
 """
 
 from __future__ import annotations
@@ -33,12 +27,20 @@ DATASETS = {  # name -> (file pattern, reader)
     "sick_official": "SICK.txt",  # one file, splits in its SemEval_set column
 }
 OFFICIAL = {"snli": "snli_1.0", "sick": "sick_official"}  # the release each TSV copy was made from
-RELEASES = {  # name -> (URL, members to extract: file name -> name in the archive's tail)
+RELEASES = {  # name -> (URL, the archive's SHA-256, members to extract, by their path in the archive)
     "snli_1.0": (
         "https://nlp.stanford.edu/projects/snli/snli_1.0.zip",
-        [f"snli_1.0_{s}.jsonl" for s in ("train", "dev", "test")],
+        # 94,550,081 bytes; the same hash in ParlAI (parlai/tasks/snli/build.py) and HuggingFace
+        # datasets (datasets/snli/urls_checksums/checksums.txt)
+        "sha256:afb3d70a5af5d8de0d9d81e2637e0fb8c22d1235c2749d83125ca43dab0dbd3e",
+        [f"snli_1.0/snli_1.0_{s}.jsonl" for s in ("train", "dev", "test")],
     ),
-    "sick_official": ("https://zenodo.org/records/2787612/files/SICK.zip", ["SICK.txt"]),
+    "sick_official": (
+        "https://zenodo.org/records/2787612/files/SICK.zip",
+        # 217,584 bytes; from HuggingFace datasets (datasets/sick/dataset_infos.json, download_checksums)
+        "sha256:da272af924399fc2de4889ed55383e38822c10d16c4a949a89d597d09a0b7912",
+        ["SICK.txt"],
+    ),
 }
 SICK_SPLITS = {"train": "TRAIN", "dev": "TRIAL", "test": "TEST"}  # SemEval-2014's names
 SOURCES = {
@@ -248,36 +250,53 @@ def load_pairs(name: str, split: str, root: str | Path | None = None) -> PairSet
 
 
 def download_release(name: str, dest_root: Path, url: str | None = None, timeout: float = 60.0) -> Path:
-    """Download an official release's zip and extract its data files into `dest_root/<name>/`
-    (atomically: a failed download leaves nothing); return that folder."""
+    """Download an official release's zip with pooch, refuse it unless its SHA-256 is the one in
+    RELEASES, and extract its data files into `dest_root/<name>/`; return that folder. Everything is
+    staged in a temporary folder under dest_root, so a failure leaves nothing behind. `url` may name
+    a mirror or a local copy (file://) of the same archive."""
     import shutil
     import tempfile
-    import urllib.request
-    import zipfile
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
 
-    url = url or RELEASES[name][0]
-    wanted = RELEASES[name][1]
-    dest = Path(dest_root) / name
+    import pooch
+
+    official, known_hash, members = RELEASES[name]
+    url = url or official
+    if url.startswith("file:"):  # pooch fetches http(s), ftp and doi only
+        downloader = lambda u, out, _: shutil.copyfile(url2pathname(urlparse(u).path), out)
+    else:
+        downloader = pooch.HTTPDownloader(timeout=timeout)
     dest_root = Path(dest_root)
     dest_root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest_root, prefix=f".{name}-") as tmp:
-        archive = Path(tmp) / "release.zip"
-        with urllib.request.urlopen(url, timeout=timeout) as resp, open(archive, "wb") as out:
-            shutil.copyfileobj(resp, out)
-        out_dir = Path(tmp) / name
-        out_dir.mkdir()
-        with zipfile.ZipFile(archive) as z:
-            members = {Path(m).name: m for m in z.namelist() if not m.startswith("__MACOSX")}
-            lacking = [w for w in wanted if w not in members]
+    log, level = pooch.get_logger(), pooch.get_logger().level
+    log.setLevel("WARNING")  # pooch logs every download to stderr
+    try:
+        with tempfile.TemporaryDirectory(dir=dest_root, prefix=f".{name}-") as tmp:
+            try:
+                pooch.retrieve(
+                    url,
+                    known_hash,
+                    fname=Path(official).name,
+                    path=tmp,
+                    processor=pooch.Unzip(members=members, extract_dir="unzipped"),
+                    downloader=downloader,
+                )
+            except ValueError as exc:  # pooch: the hash does not match
+                raise DataError(f"{url}: {exc}") from None
+            lacking = [m for m in members if not (Path(tmp) / "unzipped" / m).is_file()]
             if lacking:
                 raise DataError(f"{url}: the archive lacks {', '.join(lacking)}")
-            for w in wanted:
-                with z.open(members[w]) as src, open(out_dir / w, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-        if dest.exists():
-            shutil.rmtree(dest)
-        out_dir.rename(dest)
-    return dest
+            out_dir = Path(tmp) / name
+            out_dir.mkdir()
+            for m in members:
+                (Path(tmp) / "unzipped" / m).rename(out_dir / Path(m).name)
+            if (dest_root / name).exists():
+                shutil.rmtree(dest_root / name)
+            out_dir.rename(dest_root / name)
+    finally:
+        log.setLevel(level)
+    return dest_root / name
 
 
 def ensure_entailment(root: Path | None = None) -> list[str]:
