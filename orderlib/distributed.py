@@ -1,11 +1,8 @@
 """Data-parallel training over processes started by `torchrun` (PyTorch's DistributedDataParallel).
 
-Every process (rank) holds the whole model and data, draws the same shuffles from the run's seed,
-and encodes only its shard of each global batch (`shard`); DistributedDataParallel averages the
-gradients over ranks, so each optimiser step sees the global batch's gradient. Losses over the
-whole batch (in-batch negatives) gather the shards' embeddings with gradient (`gather_rows`).
-Rank 0 alone evaluates, checkpoints and reports (orderlib.training.fit), and `broadcast`s what
-the others must agree on. Without torchrun nothing here runs: single-process training is as before.
+Each rank encodes only its shard of a global batch (`shard`); losses over the whole batch (in-batch
+negatives) gather the shards' embeddings with gradient (`gather_rows`), so one step matches one
+process's. Rank 0 alone evaluates, checkpoints and reports.
 """
 
 from __future__ import annotations
@@ -113,32 +110,21 @@ def shard(n: int, of: tuple[int, int] | None = None) -> tuple[np.ndarray, int]:
     return np.concatenate([own, pad]).astype(np.int64), len(own)
 
 
-class _GatherRows(torch.autograd.Function):
-    """All-gather with gradient: forward concatenates every rank's (m, D) block in rank order; backward
-    sums the gradient over ranks (each rank's loss may use every row) and returns this rank's block."""
-
-    @staticmethod
-    def forward(ctx, x):
-        blocks = [torch.empty_like(x) for _ in range(dist.get_world_size())]
-        dist.all_gather(blocks, x.contiguous())
-        return torch.cat(blocks)  # (world * m, D)
-
-    @staticmethod
-    def backward(ctx, grad):
-        grad = grad.contiguous().clone()  # (world * m, D); all_reduce works in place
-        dist.all_reduce(grad)
-        m = grad.shape[0] // dist.get_world_size()
-        return grad[dist.get_rank() * m : (dist.get_rank() + 1) * m]
-
-
 def gather_rows(x: torch.Tensor, n: int) -> torch.Tensor:
     """Return the (n, ...) rows of a global batch from every rank's padded shard `x` (m, ...) of `shard(n)`,
-    in batch order, with gradient flowing back to each rank's own rows."""
+    in batch order, with gradient flowing back to each rank's own rows: the gather's backward sums every
+    rank's gradient for them (each rank's loss may use every row)."""
+    # torch.distributed.nn.functional.all_gather does the same, but torch 2.14 deprecates it (a
+    # FutureWarning on every call) for all_gather_single, whose backward is a reduce-scatter. It
+    # returns an AsyncCollectiveTensor wrapper; wait_tensor (identity for autograd) makes it a plain
+    # tensor, which the C++ penalty kernel needs.
+    from torch.distributed._functional_collectives import all_gather_single, wait_tensor
+
     require()
     m, w = x.shape[0], world_size()
     if m != -(-n // w):
         raise ValueError(f"a shard of a {n}-row batch over {w} ranks holds {-(-n // w)} rows, got {m}")
-    return _GatherRows.apply(x)[:n]
+    return wait_tensor(all_gather_single(x.contiguous(), 0, dist.group.WORLD))[:n]
 
 
 def broadcast(obj):

@@ -2,7 +2,7 @@
 
     python -m torch.distributed.run --nproc_per_node=2 tests/ddp_worker.py OUT
 
-Each rank checks one global batch's loss and gradients against one process's (and against two
+Each rank checks gather_rows's rows and gradient, one global batch's loss and gradients against one process's (and against two
 wrong ways of sharding, which must differ), trains the tiny retrieval and entailment models below
 data-parallel (rank 0 checkpointing into OUT), and writes what it found to OUT/rank<r>.pt.
 """
@@ -69,6 +69,21 @@ def _gather_without_gradient(x: torch.Tensor, n: int) -> torch.Tensor:
     return torch.cat(blocks)[:n]
 
 
+def gather_rows_check(n: int) -> dict:
+    """gather_rows on known rows: row i of the global batch holds i, and rank r's loss weighs it by
+    (i + 1) * (r + 1), so the gradient of an own row i is (i + 1) * sum over ranks of (r + 1) and that of
+    a padding row 0. Returns whether the forward is the batch in order and the gradient's max error."""
+    rows, own = ddp.shard(n)
+    x = torch.tensor(rows, dtype=torch.float64)[:, None].repeat(1, 3).requires_grad_()
+    y = ddp.gather_rows(x, n)
+    ((y * torch.arange(1.0, n + 1, dtype=torch.float64)[:, None]) * (ddp.rank() + 1)).sum().backward()
+    w = ddp.world_size()
+    expected = torch.zeros_like(x)
+    expected[:own] = torch.tensor(rows[:own] + 1.0, dtype=torch.float64)[:, None] * (w * (w + 1) / 2)
+    forward = torch.equal(y.detach(), torch.arange(n, dtype=torch.float64)[:, None].repeat(1, 3))
+    return {"forward": forward, "gradient": float((x.grad - expected).abs().max())}
+
+
 def retrieval_gradients(data, loss: str, n: int) -> dict[str, float]:
     """One global batch of n images: relative loss and gradient differences from one process, of the
     sharded path and (n >= 4) of local negatives only and of a gather without gradient."""
@@ -120,6 +135,7 @@ def main(out: Path) -> None:
         rdata, edata = retrieval_data(), entailment_data()
         found = {
             "world_size": ddp.world_size(),
+            "gather_rows": {n: gather_rows_check(n) for n in BATCHES},
             "gradients": {
                 **{
                     f"retrieval {loss}, batch {n}": retrieval_gradients(rdata, loss, n)

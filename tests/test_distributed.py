@@ -100,6 +100,14 @@ def test_bad_shards_and_missing_torchrun_say_what_to_do(monkeypatch):
         ddp.local_device("tpu")
 
 
+def test_gather_rows_sends_every_ranks_gradient_back_to_the_rows_owner(two_processes):
+    _, ranks = two_processes
+    for found in ranks:
+        assert sorted(found["gather_rows"]) == sorted(worker.BATCHES)
+        for n, d in found["gather_rows"].items():
+            assert d["forward"] and d["gradient"] == 0, (n, d)
+
+
 def test_a_sharded_batch_has_one_process_loss_and_gradients(two_processes):
     _, ranks = two_processes
     for found in ranks:
