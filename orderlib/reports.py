@@ -102,6 +102,39 @@ def device_description(device, workers: int = 1) -> str:
     return f"cpu:{cpu} ({torch.get_num_threads()} threads)"
 
 
+def report_meta(
+    *,
+    preset: str,
+    seed,
+    device,
+    commit: str,
+    data_source: str,
+    data_fingerprint: str,
+    wall_time_s: float,
+    trained: dict[str, dict],
+    processes: int = 1,
+    **extra,
+) -> dict:
+    """Return the provenance every notebook writes beside its tables (write_table's `meta`): preset,
+    seed, device (device_description, with `processes`), the commit the run started from, the data's
+    source and fingerprint, wall time, the notebook's own fields (`extra`), the `training` block of
+    `trained` (name -> model_record) and `matmul`, the matrix-product precision in effect on the device."""
+    from orderlib import precision
+
+    return {
+        "preset": preset,
+        "seed": seed,
+        "device": device_description(device, processes),
+        "git_commit": commit,
+        "data_source": data_source,
+        "data_fingerprint": data_fingerprint,
+        "wall_time_s": wall_time_s,
+        **extra,
+        "training": training_provenance(trained, commit),
+        "matmul": precision.in_effect(device),
+    }
+
+
 def cite_round(x):
     """Round a number as a reader would cite it: whole floats as ints, |x| >= 1 to 2 decimals,
     smaller ones to 3 significant digits (0.8534 -> 0.853); anything else unchanged."""

@@ -137,3 +137,42 @@ def test_training_provenance_names_models_from_another_commit():
     assert t["note"].startswith("2 of 3 models were trained at another commit") and "b, c" in t["note"]
     same = training_provenance({"a": models["a"]}, "c1")
     assert same["trained_at_other_commit"] == [] and same["note"].startswith("all 1 models trained at this")
+
+
+def test_report_meta_holds_the_fields_every_notebook_writes(tmp_path):
+    from orderlib import precision
+    from orderlib.reports import device_description, model_record, report_meta, training_provenance
+    from orderlib.tools.report_index import trained_at
+
+    trained = {"order-embeddings": model_record(12.5, "c1", False), "symmetric": model_record(3.0, "c0", True)}
+    meta = report_meta(
+        preset="full",
+        seed=0,
+        device="cpu",
+        processes=2,
+        commit="c1",
+        data_source="toy",
+        data_fingerprint="ab",
+        wall_time_s=7.0,
+        trained=trained,
+        config={"epochs": 3},
+    )
+    assert meta == {
+        "preset": "full",
+        "seed": 0,
+        "device": device_description("cpu", 2),
+        "git_commit": "c1",
+        "data_source": "toy",
+        "data_fingerprint": "ab",
+        "wall_time_s": 7.0,
+        "config": {"epochs": 3},
+        "training": training_provenance(trained, "c1"),
+        "matmul": precision.in_effect("cpu"),  # the index refuses a report without it
+    }
+    assert meta["device"].endswith("(2 processes x 1 thread)")
+    one = dict(preset="small", seed=0, device="cpu", commit="c1", data_source="x", data_fingerprint="y")
+    assert report_meta(**one, wall_time_s=1.0, trained={})["device"] == device_description("cpu")  # one process
+    df = pd.DataFrame({"method": ["a"], "metric": ["acc"], "paper": [None], "ours": [1.0]})
+    written = json.loads(write_table("t", df, meta, tmp_path)["meta"].read_text())
+    assert {k: written[k] for k in meta} == json.loads(json.dumps(meta))  # as given, the commit included
+    assert trained_at(written) == "1 of 2 at c0"
