@@ -90,19 +90,11 @@ def _fake_run():
             "config": {},
         }
 
-    return {
-        "settings": {
-            "paper": {
-                "closure": 87.61250000000001,
-                "facts": {},
-                "grids": {},
-                "results": {
-                    "order-embeddings": [res(1, 91.0), res(0, 90.0), res(2, 92.0)],
-                    "density order embeddings": [res(0, 91.5), res(1, 91.5), res(2, 91.5)],
-                },
-            }
-        }
+    results = {
+        "order-embeddings": [res(1, 91.0), res(0, 90.0), res(2, 92.0)],
+        "density order embeddings": [res(0, 91.5), res(1, 91.5), res(2, 91.5)],
     }
+    return X.Table1Run({"paper": X.SettingRun("paper", {}, 87.61250000000001, {}, results)})
 
 
 def test_table_reports_mean_sd_and_each_seed_rounded():
@@ -120,13 +112,27 @@ def test_table_reports_mean_sd_and_each_seed_rounded():
     assert g.loc["density order embeddings"].se == round(math.sqrt(1 / 3), 2)
 
 
+def test_a_run_is_read_by_protocol_and_split_not_by_setting_names():
+    facts = {
+        "test positives also in train": 800,
+        "test negatives that are true pairs": 550,
+        "accuracy ceiling (%)": 93.1,
+    }
+    authors = X.SettingRun("paper, authors' split", {}, 88.2, facts, {"order-embeddings": []})
+    run = X.Table1Run({"paper": _fake_run().settings["paper"], authors.name: authors}, 60.0, 2)
+    assert run.setting("paper", "authors") is authors and run.setting("clean", "ours") is None
+    assert (authors.protocol, authors.split) == ("paper", "authors")
+    assert (authors.test_positives_in_train, authors.true_test_negatives, authors.accuracy_ceiling) == (800, 550, 93.1)
+    assert run.setting("paper", "ours").test_accuracies("order-embeddings") == [90.0, 91.0, 92.0]  # seed order
+
+
 def test_model_records_give_each_seed_runs_training_provenance():
     from orderlib.reports import training_provenance
 
     run = _fake_run()
-    doe = run["settings"]["paper"]["results"]["density order embeddings"]
+    doe = run.settings["paper"].results["density order embeddings"]
     doe[0].update(resumed=True, trained_at="old", seconds=2.5)  # a dev grid's run, loaded from its checkpoint
-    for rs in run["settings"]["paper"]["results"].values():
+    for rs in run.settings["paper"].results.values():
         for x in rs:
             x.setdefault("trained_at", "abc")
     recs = X.model_records(run, ["paper"])

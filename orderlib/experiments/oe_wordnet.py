@@ -20,6 +20,7 @@ import re
 import time
 import unicodedata
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -489,6 +490,56 @@ def choose(grid: dict, results: list[dict]) -> tuple[dict, dict]:
     return grid["points"][best], {point_label(p): d for p, d in zip(grid["points"], devs)}
 
 
+@dataclass
+class SettingRun:
+    """One setting's part of a Table 1 run: its data, the closure baseline and every trained row."""
+
+    name: str  # a key of SETTINGS, e.g. "paper, authors' split"
+    wordnet: dict  # version, source and fingerprint of the WordNet it is drawn from
+    closure: float  # the transitive closure baseline's test accuracy (%)
+    facts: dict  # protocol_facts: the counts that change how the table reads, as the reports print them
+    results: dict[str, list[dict]] = field(default_factory=dict)  # method -> run_job summaries, one per seed
+    grids: dict[str, dict] = field(default_factory=dict)  # grid name -> point label -> dev accuracy
+    chosen: dict[str, dict] = field(default_factory=dict)  # method -> the overrides its dev grids chose
+
+    @property
+    def protocol(self) -> str:
+        return SETTINGS[self.name][0]
+
+    @property
+    def split(self) -> str:
+        return SETTINGS[self.name][1]
+
+    @property
+    def test_positives_in_train(self) -> int:
+        return self.facts["test positives also in train"]
+
+    @property
+    def true_test_negatives(self) -> int:
+        return self.facts["test negatives that are true pairs"]
+
+    @property
+    def accuracy_ceiling(self) -> float:
+        return self.facts["accuracy ceiling (%)"]
+
+    def test_accuracies(self, method: str) -> list[float]:
+        """Test accuracy (%) of `method`, one per seed in seed order."""
+        return [r["test"] for r in sorted(self.results[method], key=lambda r: r["seed"])]
+
+
+@dataclass
+class Table1Run:
+    """What run_table1 returns: every setting's SettingRun by name, the wall time and the workers."""
+
+    settings: dict[str, SettingRun]
+    wall_time_s: float = 0.0
+    workers: int = 1
+
+    def setting(self, protocol: str, split: str) -> SettingRun | None:
+        """The setting of `protocol` on `split` (SETTINGS' values), or None where this run has none."""
+        return next((r for r in self.settings.values() if (r.protocol, r.split) == (protocol, split)), None)
+
+
 def run_table1(
     graph: NounGraph,
     cfg: dict,
@@ -497,24 +548,23 @@ def run_table1(
     run_dir: Path | None = None,
     workers: int = 1,
     progress: bool = True,
-) -> dict:
+) -> Table1Run:
     """Run Table 1 under every setting: dev grids, then every learned row for every seed."""
     t0 = time.perf_counter()
-    out = {s: {"results": {}, "grids": {}} for s in settings_}
+    out: dict[str, SettingRun] = {}
     _DATA.clear()
     for s in settings_:  # the data, the closure baseline (no learning), the data facts and source
         g = setting_graph(graph, s)
         data = _DATA[s] = setting_data(g, s, cfg)
-        out[s]["wordnet"] = {"version": g.version, "source": g.source, "fingerprint": g.fingerprint}
-        out[s]["closure"] = closure_accuracy(data)
-        out[s]["facts"] = data.stats
+        wordnet = {"version": g.version, "source": g.source, "fingerprint": g.fingerprint}
+        out[s] = SettingRun(s, wordnet, closure_accuracy(data), data.stats)
     chosen: dict[str, dict[str, dict]] = {s: {} for s in settings_}  # setting -> method -> overrides
     for stage in sorted({g["stage"] for g in cfg["grids"]}):
         jobs = [j for s in settings_ for j in grid_jobs(cfg, s, device, run_dir, stage, chosen[s])]
         results = run_jobs(jobs, workers, progress)
         for s in settings_:
             for g in [g for g in cfg["grids"] if g["stage"] == stage and g["method"] in cfg["methods"]]:
-                point, out[s]["grids"][g["name"]] = choose(g, [r for r in results if r["setting"] == s])
+                point, out[s].grids[g["name"]] = choose(g, [r for r in results if r["setting"] == s])
                 chosen[s][g["method"]] = {**chosen[s].get(g["method"], {}), **point}
     jobs = [
         _job("train", s, m, seed, cfg, device, run_dir, _cost(cfg, m, chosen[s].get(m)), chosen[s].get(m))
@@ -523,10 +573,10 @@ def run_table1(
         for seed in cfg["seeds"]
     ]
     for r in run_jobs(jobs, workers, progress):
-        out[r["setting"]]["results"].setdefault(r["method"], []).append(r)
+        out[r["setting"]].results.setdefault(r["method"], []).append(r)
     for s in settings_:
-        out[s]["chosen"] = chosen[s]
-    return {"settings": out, "wall_time_s": time.perf_counter() - t0, "workers": workers}
+        out[s].chosen = chosen[s]
+    return Table1Run(out, time.perf_counter() - t0, workers)
 
 
 # ----------------------------------------------------------------------------- tables and frames
@@ -557,30 +607,30 @@ def run_record(r: dict) -> dict:
     return model_record(r["seconds"], r["trained_at"], r["resumed"], best_epoch=r["best_epoch"])
 
 
-def model_records(run: dict, settings: list[str]) -> dict[str, dict]:
+def model_records(run: Table1Run, settings: list[str]) -> dict[str, dict]:
     """Per model of the tables (every learned row, seed and setting in `settings`; not the dev grids'
     runs): run_record each, for the .meta.json's `training` block. A seed-0 run that a dev grid
     already trained in this run counts as loaded from its checkpoint."""
     return {
         f"{s} / {m} / seed {x['seed']}": run_record(x)
         for s in settings
-        for m, rs in run["settings"][s]["results"].items()
+        for m, rs in run.settings[s].results.items()
         for x in rs
     }
 
 
-def table(run: dict, setting: str) -> pd.DataFrame:
+def table(run: Table1Run, setting: str) -> pd.DataFrame:
     """Long-format Table 1 of one setting: per method and metric the mean over seeds (seed 'mean',
     with sd and n_seeds), then one row per seed; numbers rounded to 2 decimals."""
     protocol, split = SETTINGS[setting]
-    res = run["settings"][setting]
+    res = run.settings[setting]
     rows = [
         dict(
             method="transitive closure",
             metric="test accuracy (%)",
             paper=PAPER_TABLE1["transitive closure"],
             published=None,
-            ours=_r2(res["closure"]),
+            ours=_r2(res.closure),
             sd=None,
             n_seeds=None,
             seed="none",
@@ -592,8 +642,8 @@ def table(run: dict, setting: str) -> pd.DataFrame:
         "test accuracy, best epoch chosen on test (%)": "best_test_over_epochs",
         "epochs trained": "epochs_run",
     }
-    for name in [m for m in LEARNED if m in res["results"]]:
-        runs = sorted(res["results"][name], key=lambda r: r["seed"])
+    for name in [m for m in LEARNED if m in res.results]:
+        runs = sorted(res.results[name], key=lambda r: r["seed"])
         for metric, key in metrics.items():
             vals = [r[key] for r in runs]
             mean, sd = _mean_sd(vals)
@@ -630,7 +680,7 @@ def table(run: dict, setting: str) -> pd.DataFrame:
     return df
 
 
-def summary(run: dict, settings_: list[str]) -> pd.DataFrame:
+def summary(run: Table1Run, settings_: list[str]) -> pd.DataFrame:
     """Test accuracy, mean ± sd over seeds, one column per setting, beside the paper's number."""
     out = {}
     for s in settings_:
@@ -652,7 +702,7 @@ def markdown_view(df: pd.DataFrame) -> pd.DataFrame:
     return show.drop(columns=["sd", "seed"])
 
 
-def gaps(run: dict, setting: str = "paper") -> pd.DataFrame:
+def gaps(run: Table1Run, setting: str = "paper") -> pd.DataFrame:
     """Our mean test accuracy beside the paper's, the gap, and what our row is."""
     t = table(run, setting)
     t = t[(t.metric == "test accuracy (%)") & t.seed.isin(["mean", "none"])]
@@ -671,7 +721,7 @@ def gaps(run: dict, setting: str = "paper") -> pd.DataFrame:
     )
 
 
-def gains(run: dict, setting: str) -> pd.DataFrame:
+def gains(run: Table1Run, setting: str) -> pd.DataFrame:
     """Each row's mean test accuracy minus order-embeddings', with the sd of the difference of means."""
     t = table(run, setting)
     t = t[(t.metric == "test accuracy (%)") & (t.seed == "mean")].set_index("method")
@@ -685,24 +735,24 @@ def gains(run: dict, setting: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def history_frame(run: dict) -> pd.DataFrame:
+def history_frame(run: Table1Run) -> pd.DataFrame:
     """Per-epoch loss and accuracies of every learned row and seed, long format for plotting."""
     frames = [
         pd.DataFrame(r["history"]).assign(method=m, seed=r["seed"], setting=s)
-        for s, res in run["settings"].items()
-        for m, rs in res["results"].items()
+        for s, res in run.settings.items()
+        for m, rs in res.results.items()
         for r in rs
     ]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def grid_frame(run: dict) -> pd.DataFrame:
+def grid_frame(run: Table1Run) -> pd.DataFrame:
     """The dev-selection grids: setting, grid, value, dev accuracy."""
     return pd.DataFrame(
         [
             dict(setting=s, grid=g, value=v, dev_accuracy=_r2(a))
-            for s, res in run["settings"].items()
-            for g, sc in res["grids"].items()
+            for s, res in run.settings.items()
+            for g, sc in res.grids.items()
             for v, a in sc.items()
         ]
     )

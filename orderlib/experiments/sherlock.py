@@ -668,7 +668,7 @@ def caption_trained_rows(cfg: dict, data: FactData, workdir, device="cpu", progr
         f"{m}, caption-trained": {
             "dist": phrase_distances(trained.results[m].model, feats, data.task.facts, rd.vocab),
             "fit": trained.results[m],
-            "unknown words": unknown,
+            "unknown_words": unknown,  # fact words its vocabulary lacks (unknown tokens)
         }
         for m in CAPTION_METHODS
     }
