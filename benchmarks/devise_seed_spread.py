@@ -1,0 +1,157 @@
+"""DeViSE's headline rows over seeds: Table 1 (notebook 06) and zero-shot (notebook 07).
+
+Each seed retrains everything a seed touches: the skip-gram label vectors, the WordNet
+order-embedding labels, the random label vectors, the CNN and every DeViSE model. The data are
+real (Fashion-MNIST, WordNet 3.0), so nothing about them is drawn. Writes
+reports/tables/devise_seed_spread.* (per-seed rows, mean / sd / min / max, and each paired claim
+with its verdict, orderlib.spread); checkpoints under runs/<preset>/checkpoints/devise_seeds/
+(resumable).
+
+    .venv/bin/python benchmarks/devise_seed_spread.py [--seeds 0 1 2] [--preset full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from orderlib import spread
+from orderlib.data.fashion_mnist import CLASSES, load_fashion_mnist
+from orderlib.experiments import devise as exp
+from orderlib.reports import git_commit, report_meta, write_table
+from orderlib.runs import run_paths
+
+TABLE1 = {
+    "methods": ("softmax baseline", "devise", "random embeddings", "devise (order-embedding labels)"),
+    "metrics": ("hit@1", "hit@5", "hp@2", "hp@5"),
+}
+ZERO_SHOT = {
+    "methods": tuple(
+        f"{m}-0 ({s})"
+        for s in ("held-out only", "2-hop")
+        for m in ("devise", "random embeddings", "devise, order-embedding labels", "chance")
+    ),
+    "metrics": ("hit@1", "hit@5", "hit@20", "hp@5"),
+}
+# (claim, table, metric, a, b): "a beats b", as the paper claims it (or, beyond it, as we ask it)
+CLAIMS = [
+    ("DeViSE above softmax on hp@5 (the paper's)", "Table 1", "hp@5", "devise", "softmax baseline"),
+    ("softmax above DeViSE on hit@1 (the paper's)", "Table 1", "hit@1", "softmax baseline", "devise"),
+    ("DeViSE above random label vectors, hit@1", "Table 1", "hit@1", "devise", "random embeddings"),
+    ("DeViSE above random label vectors, hp@5", "Table 1", "hp@5", "devise", "random embeddings"),
+    (
+        "DeViSE-0 above chance among the held-out labels, hit@1",
+        "zero-shot",
+        "hit@1",
+        "devise-0 (held-out only)",
+        "chance-0 (held-out only)",
+    ),
+    (
+        "DeViSE-0 above random label vectors, held-out labels, hit@1",
+        "zero-shot",
+        "hit@1",
+        "devise-0 (held-out only)",
+        "random embeddings-0 (held-out only)",
+    ),
+    ("DeViSE-0 above chance, 2-hop set, hit@20", "zero-shot", "hit@20", "devise-0 (2-hop)", "chance-0 (2-hop)"),
+]
+
+
+def one_seed(cfg: dict, workdir, test) -> tuple[pd.DataFrame, dict]:
+    """Table 1's and zero-shot's headline rows of one seed, and the models they rest on."""
+    spaces = exp.label_spaces(cfg, workdir, progress=False)
+    trained = exp.train_models(cfg, spaces, list(range(len(CLASSES))), workdir, progress=False)
+    t1 = exp.table1(exp.evaluate(trained, spaces, test.images, test.labels, spaces.classes), len(CLASSES))
+    seen = [c for c in range(len(CLASSES)) if c not in cfg["unseen"]]
+    zs_trained = exp.train_models(cfg, spaces, seen, workdir, progress=False)
+    held = np.isin(test.labels, cfg["unseen"])
+    sets = exp.zero_shot_sets(cfg, spaces)
+    zs = exp.zero_shot_table(zs_trained, spaces, test.images[held], test.labels[held], sets)
+    parts = []
+    for name, df, keep in (("Table 1", t1, TABLE1), ("zero-shot", zs, ZERO_SHOT)):
+        df = df[df.method.isin(keep["methods"]) & df.metric.isin(keep["metrics"])]
+        parts.append(df[["method", "metric", "paper", "ours"]].assign(table=name))
+    models = {
+        **{f"Table 1: {k}": v for k, v in exp.model_records(trained, spaces).items()},
+        **{f"zero-shot: {k}": v for k, v in exp.model_records(zs_trained, spaces).items()},
+    }
+    return pd.concat(parts, ignore_index=True), models
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="full", choices=list(exp.PRESETS))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = ap.parse_args()
+    t0, commit = time.perf_counter(), git_commit()
+    paths = run_paths("devise_seed_spread", args.preset)
+    work = run_paths("devise_seeds", args.preset).checkpoints
+    test = load_fashion_mnist("test")
+    per_seed, models = [], {}
+    for seed in tqdm(args.seeds, desc="seeds"):
+        cfg = {**exp.PRESETS[args.preset], "seed": seed, "word_vectors": None}
+        df, recs = one_seed(cfg, work / f"seed{seed}", test)
+        per_seed.append(df.assign(seed=seed))
+        models.update({f"seed {seed}, {k}": v for k, v in recs.items()})
+    seeds = pd.concat(per_seed, ignore_index=True)
+    stats = spread.summary(seeds, ["table", "method", "metric"])
+    claims = pd.concat(
+        [spread.claims(seeds[seeds.table == t], [(c, m, a, b)]).assign(table=t) for c, t, m, a, b in CLAIMS],
+        ignore_index=True,
+    )
+    out = pd.concat(
+        [
+            seeds.assign(statistic=seeds.seed.map(lambda s: f"seed {s}"), verdict=None),
+            stats.assign(paper=None, verdict=None),
+            claims.melt(
+                ["table", "claim", "metric", "verdict"],
+                ["mean_difference", "sd_difference"],
+                var_name="statistic",
+                value_name="ours",
+            )
+            .rename(columns={"claim": "method"})
+            .assign(paper=None, statistic=lambda d: d.statistic.str.replace("_difference", " of a - b")),
+        ],
+        ignore_index=True,
+    )[["table", "method", "metric", "statistic", "paper", "ours", "verdict"]]
+    notes = (
+        "Notebooks 06 and 07's headline rows retrained from each seed (skip-gram, order-embedding and random "
+        "label vectors, the CNN, every DeViSE model); Fashion-MNIST and WordNet 3.0 are real data, the same in "
+        "every run. 'seed N' rows are one run each; 'mean', 'sd' (n - 1), 'min', 'max' summarise them. Claim rows "
+        "(method = the claim 'a beats b'): the mean and sd over seeds of the paired difference a - b, and the "
+        "verdict: 'holds beyond the spread' when every seed agrees and the mean exceeds the sd, 'reversed' when "
+        "every seed disagrees likewise, else 'within the spread'. hit@k in %, hp@k as fractions."
+    )
+    cfg = exp.PRESETS[args.preset]
+    meta = report_meta(
+        preset=args.preset,
+        seed=args.seeds,
+        device="cpu",
+        commit=commit,
+        data_source=exp.source(),
+        data_fingerprint="fashion-mnist + wordnet-3.0 (per seed: see training)",
+        wall_time_s=time.perf_counter() - t0,
+        trained=models,
+        config=cfg,
+        seeds=args.seeds,
+    )
+    show = out[out.statistic.isin(["mean", "sd"]) | out.verdict.notna()]
+    written = write_table(
+        "devise_seed_spread",
+        out,
+        meta,
+        paths.tables,
+        title="DeViSE headline rows over seeds (measurement)",
+        notes=notes,
+        show=show,
+    )
+    print(claims[["table", "claim", "mean_difference", "sd_difference", "verdict"]].round(3).to_string(index=False))
+    print("wrote", written["csv"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Seed spread: a one-seed number set beside its spread over seeds, and a paired claim judged by it.
+
+A claim "a beats b" is paired by seed (both rows trained from the same seed). It *holds beyond the
+spread* when a - b has the claimed sign in every seed and its mean exceeds its standard deviation;
+it is *reversed* when the same is true of the opposite sign; otherwise it is *within the spread*.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+HOLDS, WITHIN, REVERSED = "holds beyond the spread", "within the spread", "reversed"
+
+
+def verdict(a, b, higher_is_better: bool = True) -> str:
+    """HOLDS, WITHIN or REVERSED for the claim "a beats b" over paired seeds (at least 2)."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if d.size < 2:
+        raise ValueError(f"a claim is judged over at least 2 seeds, got {d.size}")
+    d = d if higher_is_better else -d
+    sd = float(np.std(d, ddof=1))
+    if (d > 0).all() and d.mean() > sd:
+        return HOLDS
+    if (d < 0).all() and -d.mean() > sd:
+        return REVERSED
+    return WITHIN
+
+
+def summary(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """mean, sd (n - 1), min and max of `ours` over seeds for each group of `keys`, long format."""
+    g = df.groupby(keys, sort=False)["ours"]
+    wide = pd.DataFrame({"mean": g.mean(), "sd": g.std(ddof=1), "min": g.min(), "max": g.max(), "seeds": g.size()})
+    return wide.reset_index().melt(keys, var_name="statistic", value_name="ours")
+
+
+def claims(df: pd.DataFrame, pairs: list[tuple[str, str, str, str]], keys=("method", "metric")) -> pd.DataFrame:
+    """One row per claim (label, metric, a, b): the mean and sd over seeds of a - b and the verdict.
+    df holds per-seed rows with columns seed, ours and `keys`."""
+    method, metric = keys
+    rows = []
+    for label, m, a, b in pairs:
+        va = df[(df[method] == a) & (df[metric] == m)].set_index("seed")["ours"]
+        vb = df[(df[method] == b) & (df[metric] == m)].set_index("seed")["ours"]
+        va, vb = va.align(vb, join="inner")
+        d = va - vb
+        rows.append(
+            dict(
+                claim=label,
+                metric=m,
+                a=a,
+                b=b,
+                seeds=len(d),
+                mean_difference=float(d.mean()),
+                sd_difference=float(d.std(ddof=1)),
+                verdict=verdict(va, vb),
+            )
+        )
+    return pd.DataFrame(rows)

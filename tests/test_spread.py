@@ -1,0 +1,36 @@
+"""orderlib.spread: a paired claim over seeds is judged against the spread of its differences."""
+
+import pandas as pd
+import pytest
+
+from orderlib import spread
+
+
+def test_verdict_holds_only_when_every_seed_agrees_and_the_mean_clears_the_sd():
+    assert spread.verdict([0.76, 0.75, 0.77], [0.74, 0.74, 0.74]) == spread.HOLDS
+    assert spread.verdict([0.756, 0.731, 0.75], [0.742, 0.748, 0.74]) == spread.WITHIN  # one seed flips
+    assert spread.verdict([1.0, 1.0, 1.0], [2.0, 2.5, 2.2]) == spread.REVERSED
+    # every seed agrees, but the mean difference is within one sd of it
+    assert spread.verdict([1.1, 1.1, 5.0], [1.0, 1.0, 1.0]) == spread.WITHIN
+    assert spread.verdict([2, 3], [1, 1], higher_is_better=False) == spread.REVERSED
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        spread.verdict([1.0], [0.0])
+
+
+def test_summary_and_claims_pair_rows_by_seed():
+    df = pd.DataFrame(
+        [
+            dict(method=m, metric="hit@1", seed=s, ours=v)
+            for m, vs in (("a", [3, 4, 5]), ("b", [1, 1, 2]))
+            for s, v in enumerate(vs)
+        ]
+    )
+    stats = spread.summary(df, ["method", "metric"]).set_index(["method", "statistic"])["ours"]
+    assert (
+        stats[("a", "mean")] == 4
+        and stats[("a", "sd")] == 1
+        and stats[("b", "max")] == 2
+        and stats[("a", "seeds")] == 3
+    )
+    got = spread.claims(df.iloc[::-1], [("a beats b", "hit@1", "a", "b")]).iloc[0]
+    assert got.seeds == 3 and got.mean_difference == pytest.approx(8 / 3) and got.verdict == spread.HOLDS
