@@ -7,6 +7,7 @@ the same checkpoint wait, then load the finished model.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import os
@@ -181,13 +182,31 @@ def fingerprint(*parts) -> str:
     return h.hexdigest()
 
 
+def code_fingerprint(source: str) -> str:
+    """The code of a Python source as its syntax tree without docstrings: comments, docstrings and
+    layout (a reformat) leave it unchanged, any change to what runs does not."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
+
+
 def code_version(*modules) -> str:
-    """sha256 (12 hex digits) of the source files of `modules` (module objects or names): changes
-    whenever the code that trains a model does, so its checkpoints are not resumed."""
+    """sha256 (12 hex digits) of the code of `modules` (module objects or names; `code_fingerprint`):
+    changes whenever the code that trains a model does, so its checkpoints are not resumed, but not
+    when only its docstrings, comments or layout do."""
     h = hashlib.sha256()
     for m in modules:
         m = sys.modules[m] if isinstance(m, str) else m
-        h.update(Path(m.__file__).read_bytes())
+        h.update(code_fingerprint(Path(m.__file__).read_text()).encode())
     return h.hexdigest()[:12]
 
 

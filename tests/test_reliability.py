@@ -21,6 +21,7 @@ from test_train_retrieval import _toy_split
 from orderlib.checkpoint import (
     CheckpointError,
     cached,
+    code_fingerprint,
     code_version,
     fingerprint,
     load_checkpoint,
@@ -688,3 +689,12 @@ def test_nbval_waits_for_cell_output_on_a_busy_machine():
     nb = str(repo_root() / "notebooks" / "00_oe_fig2_toy2d.ipynb")
     assert _pytest.main(["-q", "--nbval-lax", "--collect-only", "-p", "no:cacheprovider", nb], plugins=[Record()]) == 0
     assert seen and set(seen) == {120}
+
+
+def test_code_fingerprint_ignores_docstrings_comments_and_layout_but_not_code():
+    a = '"""Module."""\n\ndef f(x):\n    """Doc."""\n    return x + 1  # one\n'
+    b = "def f(x):\n    # a comment\n    return (\n        x + 1\n    )\n"
+    c = "def f(x):\n    return x + 2\n"
+    d = 'def f(x):\n    """Only a docstring."""\n'
+    assert code_fingerprint(a) == code_fingerprint(b) != code_fingerprint(c)
+    assert code_fingerprint(d) == code_fingerprint("def f(x):\n    pass\n")
