@@ -1,8 +1,55 @@
-"""Figures of scenes, retrievals and regularities (matplotlib; the notebooks save them)."""
+"""What the notebooks show a reader: tables rounded as cited, compact configs, and the figures
+(matplotlib; the notebooks save them). Display only: the reports' CSVs are written by reports.write_table."""
 
 from __future__ import annotations
 
 import textwrap
+
+import pandas as pd
+
+from orderlib.reports import cite_round
+
+
+def _missing(v) -> bool:
+    try:
+        return v is None or bool(pd.isna(v))
+    except (TypeError, ValueError):  # a list or an array: not one missing value
+        return False
+
+
+def cited(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` as a reader cites it: numbers rounded by reports.cite_round (whole numbers as ints, 2
+    decimals, below 1 to 3 significant digits), a missing value as an empty cell rather than NaN."""
+    return df.map(lambda v: "" if _missing(v) else cite_round(v)).astype(object)
+
+
+def wide(df: pd.DataFrame, index="method", columns="metric", values="ours", order=None) -> pd.DataFrame:
+    """Long report rows as a table (e.g. method x metric) in the order the rows were written, not
+    sorted (hit@1, hit@2, hit@5, hit@10 rather than text order); `order` picks and orders the columns.
+    Rounded as cited (`cited`)."""
+    t = df.pivot_table(index=index, columns=columns, values=values, aggfunc="first", sort=False, dropna=False)
+    if order is not None:
+        t = t[[c for c in order if c in t.columns]]
+    return cited(t)
+
+
+def _short(v, width: int) -> str:
+    if isinstance(v, dict):
+        text = ", ".join(f"{k}={_short(x, width)}" for k, x in v.items())
+    elif isinstance(v, (list, tuple)):
+        text = ", ".join(_short(x, width) for x in v)
+    else:
+        text = str(v)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def config_table(cfg: dict, skip=(), width: int = 50) -> pd.DataFrame:
+    """A config as one short table, a line per setting (nested values inline, cut at `width`
+    characters), in place of the dict's repr; `skip` leaves out keys shown elsewhere."""
+    return pd.DataFrame(
+        {"value": [_short(v, width) for k, v in cfg.items() if k not in skip]},
+        index=pd.Index([k for k in cfg if k not in skip], name="setting"),
+    )
 
 
 def _show(ax, canvas, title: str = "", colour: str | None = None):
@@ -205,6 +252,7 @@ def plot_fact_curves(scale, per_fact):
     """Sherlock's Figure 4 (K1 as the number of facts grows; solid: among all facts, dashed:
     among the image's order) and Figure 7 (K10 by training images per SPO fact), side by side;
     one row per evaluation protocol when the frames have a `protocol` column (strict, implied).
+    One legend below the panels names every method and both line styles.
     scale: rows (facts, method, candidates, K1); per_fact: rows (bin, method, K10)."""
     import matplotlib.pyplot as plt
 
@@ -217,29 +265,67 @@ def plot_fact_curves(scale, per_fact):
         tag = "" if name is None else f" [{name} protocol]"
         for (m, c), g in sc.groupby(["method", "candidates"], sort=False):
             g = g.sort_values("facts")
-            a.plot(
-                g["facts"],
-                g["K1"],
-                marker="o",
-                color=colours[m],
-                ls="-" if c == "all facts" else "--",
-                label=m if c == "all facts" else None,
-            )
+            a.plot(g["facts"], g["K1"], marker="o", color=colours[m], ls="-" if c == "all facts" else "--")
+        facts = sorted(set(sc["facts"]))
         a.set_xscale("log")
-        a.set_xlabel("facts (log)")
+        a.set_xticks(facts, [str(n) for n in facts])
+        a.minorticks_off()
+        a.set_xlabel("facts (log scale)")
         a.set_ylabel("K1 (%)")
-        a.set_title(
-            f"Figure 4: K1 as the number of facts grows{tag}\n(solid: all facts; dashed: facts of the image's order)",
-            fontsize=9,
-        )
+        a.set_title(f"Figure 4: K1 as the number of facts grows{tag}", fontsize=10)
         bins = list(dict.fromkeys(pf["bin"]))
         for m, g in pf.groupby("method", sort=False):
             a_ = g.set_index("bin").reindex(bins)
-            b.plot(range(len(bins)), a_["K10"], marker="o", color=colours[m], label=m)
+            b.plot(range(len(bins)), a_["K10"], marker="o", color=colours[m])
         b.set_xticks(range(len(bins)), bins)
         b.set_xlabel("training images of the SPO fact")
         b.set_ylabel("K10 (%)")
-        b.set_title(f"Figure 7: K10 of SPO facts by training images per fact{tag}", fontsize=9)
-        b.legend(fontsize=7, loc="upper left")
+        b.set_title(f"Figure 7: K10 of SPO facts by training images per fact{tag}", fontsize=10)
+    handles = [plt.Line2D([], [], color=c, marker="o", label=m) for m, c in colours.items()]
+    handles += [
+        plt.Line2D([], [], color="grey", ls="-", label="Figure 4: among all facts"),
+        plt.Line2D([], [], color="grey", ls="--", label="Figure 4: among the facts of the image's order"),
+    ]
+    fig.tight_layout()
+    fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.0))
+    return fig
+
+
+def plot_table1(per_seed: pd.DataFrame, history: pd.DataFrame, methods: list[str], paper: dict[str, float]):
+    """Table 1 as figures, one row per setting: left, each method's test accuracy over seeds (mean ± sd,
+    dots: single seeds, x: the paper's number on the paper protocol); right, test accuracy after
+    each epoch (mean and ± 1 sd band over seeds; epochs on a log axis). One legend for the figure.
+    per_seed: rows (setting, method, seed, ours); history: rows (setting, method, seed, epoch,
+    test_accuracy); `paper`: setting -> {method: the paper's number} (empty for the clean protocol)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    settings = list(dict.fromkeys(per_seed["setting"]))
+    shown = [m for m in methods if m in set(per_seed["method"])]
+    colours = dict(zip(shown, sns.color_palette("tab10", len(shown))))
+    fig, axes = plt.subplots(
+        len(settings), 2, figsize=(12, 3.6 * len(settings)), squeeze=False, gridspec_kw={"width_ratios": [1, 1.2]}
+    )
+    for (left, right), s in zip(axes, settings):
+        d = per_seed[per_seed.setting == s]
+        order = [m for m in shown if m in set(d.method)]
+        sns.pointplot(data=d, y="method", x="ours", order=order, errorbar="sd", linestyle="none", ax=left, color="k")
+        sns.stripplot(data=d, y="method", x="ours", order=order, hue="method", palette=colours, size=4, ax=left)
+        marks = [(paper[s][m], order.index(m)) for m in order if m in paper.get(s, {})]
+        if marks:
+            left.scatter(*zip(*marks), marker="x", color="crimson", s=50, zorder=3, label="the paper")
+        if left.get_legend():
+            left.get_legend().remove()
+        left.set(xlabel="test accuracy (%)", ylabel="", title=f"{s}: test accuracy over seeds")
+        h = history[history.setting == s].assign(epoch=lambda x: x.epoch + 1)
+        sns.lineplot(
+            data=h, x="epoch", y="test_accuracy", hue="method", hue_order=order, palette=colours,
+            errorbar="sd", marker="o", markersize=3, markeredgewidth=0, ax=right, legend=False,
+        )  # fmt: skip
+        right.set_xscale("log")
+        right.set(xlabel="epoch (log)", ylabel="test accuracy (%)", title=f"{s}: after each epoch")
+    handles = [plt.Line2D([], [], color=colours[m], lw=2, label=m) for m in shown]
+    handles.append(plt.Line2D([], [], color="crimson", marker="x", ls="none", label="the paper's Table 1"))
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout()
     return fig

@@ -247,6 +247,39 @@ def preferred_device() -> str:
     return "cpu"
 
 
+def _grid_values(grid: dict) -> str:
+    """The values a dev grid tries, per setting: "lr 0.01, 0.003 x gamma 225, 100"."""
+    values: dict[str, list] = {}
+    for p in grid["points"]:
+        for k, v in {**{k: v for k, v in p.items() if k != "model_kwargs"}, **p.get("model_kwargs", {})}.items():
+            shown = negatives_label(v) if k == "negatives" else f"{v:g}"
+            if shown not in values.setdefault(k, []):
+                values[k].append(shown)
+    return " x ".join(f"{k} {', '.join(v)}" for k, v in values.items())
+
+
+def models_table(cfg: dict) -> pd.DataFrame:
+    """Each row's schedule under a preset, one line per row: epochs, patience, learning rate, margin,
+    its other settings and the values its dev grids try (the chosen ones train every seed)."""
+    rows = []
+    for m in cfg["methods"]:
+        o = cfg["models"][m]
+        other = {k: v for k, v in o.items() if k not in ("epochs", "patience", "lr", "margin", "model_kwargs")}
+        other.update(o.get("model_kwargs", {}))
+        rows.append(
+            dict(
+                method=m,
+                epochs=o["epochs"],
+                patience=o["patience"],
+                lr=f"{o['lr']:g}" if "lr" in o else "",
+                margin=f"{o['margin']:g}" if "margin" in o else "",
+                other=", ".join(f"{k} {' + '.join(v)}" if k == "negatives" else f"{k} {v:g}" for k, v in other.items()),
+                dev_grid="; ".join(_grid_values(g) for g in cfg["grids"] if g["method"] == m),
+            )
+        )
+    return pd.DataFrame(rows).set_index("method")
+
+
 def settings(protocols: list[str], split: str = "all") -> list[str]:
     """Return the settings a notebook run covers: every (protocol, split) that exists, where split is
     a key of SPLITS: "ours", "authors" (the paper protocol on Vendrov et al.'s own split; clean has no
