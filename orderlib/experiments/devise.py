@@ -26,6 +26,7 @@ from orderlib.data.hypernymy import make_splits
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, ItemCNN, to_input, train_item_cnn
 from orderlib.encoders.skipgram import (
+    NAMED_VECTORS,
     SkipGramConfig,
     definition_vectors,
     lemma_vectors,
@@ -34,7 +35,8 @@ from orderlib.encoders.skipgram import (
     wordnet_corpus,
 )
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours, ring_set
-from orderlib.params import device, existing, matmul, one_of
+from orderlib.params import device, matmul, one_of
+from orderlib.params import word_vectors as word_vectors_param
 from orderlib.reports import git_commit, model_record
 from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
 from orderlib.training.hypernymy import TRAINER_CODE as HYPERNYMY_CODE
@@ -129,7 +131,7 @@ PRESETS = {
 }
 
 # Notebook parameters and their valid values (orderlib.params.validate).
-PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "WORD_VECTORS": existing("file")}
+PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "WORD_VECTORS": word_vectors_param}
 
 
 @dataclass
@@ -178,8 +180,9 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
 
     if cfg.get("word_vectors"):  # a user's pretrained word2vec / GloVe text file
         path = Path(cfg["word_vectors"])
-        stat = path.stat() if path.exists() else None
-        sg_key = f"{graph.fingerprint}|{path.resolve()}|{stat and (stat.st_size, stat.st_mtime_ns)}|{code_version(lemma_vectors.__module__)}"
+        stat = path.stat() if path.is_file() else None
+        source = cfg["word_vectors"] if cfg["word_vectors"] in NAMED_VECTORS else path.resolve()  # a name, else a file
+        sg_key = f"{graph.fingerprint}|{source}|{stat and (stat.st_size, stat.st_mtime_ns)}|{code_version(lemma_vectors.__module__)}"
         sg = cached(Path(workdir) / "file_labels.pt", sg_key, from_file)
     else:
         sg_key = (

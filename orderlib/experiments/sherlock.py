@@ -42,7 +42,8 @@ from orderlib.eval.facts import (  # noqa: F401
     implied_truth,
     slot_scores,
 )
-from orderlib.params import device, existing, matmul, one_of, workers
+from orderlib.params import device, matmul, one_of, workers
+from orderlib.params import word_vectors as word_vectors_param
 from orderlib.reports import model_record
 from orderlib.training.workers import run_in_workers
 
@@ -84,7 +85,7 @@ PARAMETERS = {
     "PRESET": one_of(PRESETS),
     "MATMUL": matmul,
     "DEVICE": device,
-    "WORD_VECTORS": existing("file"),
+    "WORD_VECTORS": word_vectors_param,
     "WORKERS": workers,
 }
 

@@ -53,6 +53,7 @@ from orderlib.eval.compositional import (
     topk_accuracy,
 )
 from orderlib.params import device, existing, matmul, one_of, workers
+from orderlib.params import word_vectors as word_vectors_param
 from orderlib.reports import model_record
 from orderlib.training.composition import CRF, CompositionConfig, predict_scores, train_recogniser
 from orderlib.training.workers import run_in_workers
@@ -116,7 +117,7 @@ PARAMETERS = {
     "PRESET": one_of(PRESETS),
     "MATMUL": matmul,
     "DEVICE": device,
-    "WORD_VECTORS": existing("file"),
+    "WORD_VECTORS": word_vectors_param,
     "MIT_STATES": existing("dir"),
     "MIT_FEATURES": existing("file"),
     "WORKERS": workers,
