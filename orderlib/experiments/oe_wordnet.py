@@ -555,9 +555,13 @@ class SettingRun:
     def accuracy_ceiling(self) -> float:
         return self.facts["accuracy ceiling (%)"]
 
+    def seed_runs(self, method: str) -> list[dict]:
+        """The run_job summaries of `method`, in seed order."""
+        return sorted(self.results[method], key=lambda r: r["seed"])
+
     def test_accuracies(self, method: str) -> list[float]:
         """Test accuracy (%) of `method`, one per seed in seed order."""
-        return [r["test"] for r in sorted(self.results[method], key=lambda r: r["seed"])]
+        return [r["test"] for r in self.seed_runs(method)]
 
 
 @dataclass
@@ -676,7 +680,7 @@ def table(run: Table1Run, setting: str) -> pd.DataFrame:
         "epochs trained": "epochs_run",
     }
     for name in [m for m in LEARNED if m in res.results]:
-        runs = sorted(res.results[name], key=lambda r: r["seed"])
+        runs = res.seed_runs(name)
         for metric, key in metrics.items():
             vals = [r[key] for r in runs]
             mean, sd = _mean_sd(vals)

@@ -60,7 +60,7 @@ def resolve_workers(value, device="cpu", most: int | None = None) -> int:
             return 1
         n = max(1, torch.get_num_threads())
         return min(n, most) if most else n
-    return workers("WORKERS", int(value) if isinstance(value, str) else value)
+    return workers("WORKERS", int(value) if isinstance(value, str) and value.isdigit() else value)
 
 
 def _init_worker(matmul: str = "fp32") -> None:
