@@ -63,6 +63,7 @@ bench: bench-penalty bench-seeds
 	$(PY) benchmarks/gru_step.py
 	$(PY) benchmarks/lanes.py
 	$(PY) benchmarks/compute_floor.py
+	$(PY) benchmarks/label_vectors.py
 
 bench-penalty: data
 	$(PY) benchmarks/penalty.py

@@ -168,6 +168,29 @@ def test_lemma_vectors_from_a_word_vector_file(tmp_path):
     assert np.allclose(vec[4], 0)  # nothing known
 
 
+def test_sense_vectors_follow_every_lemma_and_the_gloss(tmp_path):
+    from orderlib.encoders.skipgram import sense_vectors
+
+    # most frequent first, as GloVe files list words: "the" is weighted far below "cloth"
+    path = tmp_path / "glove.txt"
+    path.write_text("the 0 0 5\njersey 1 0 0\nt-shirt 0 1 0\ncloth 0 0 1\nstate 1 1 0\n")
+    wv = load_word_vectors(path)
+    jersey_shirt, jersey_state, nothing = sense_vectors(
+        wv,
+        [Syn(["jersey", "T-shirt", "tee_shirt"], "the cloth"), Syn(["jersey"], "the state"), Syn(["zzz"], "qqq")],
+    )
+    # lemmas: jersey and t-shirt known, "tee_shirt" has no known part; gloss ~ cloth (SIF-weighted)
+    lemma, gloss = np.array([0.5, 0.5, 0]), np.array([0, 0, 1.0])
+    weights = [1e-3 / (1e-3 + 1 / (r * np.log(1.78 * 5))) for r in (1, 4)]  # the, cloth
+    gloss = (weights[0] * np.array([0, 0, 1.0]) + weights[1] * gloss) / sum(weights)
+    want = lemma + gloss
+    assert np.allclose(jersey_shirt, want / np.linalg.norm(want), atol=1e-6)
+    assert jersey_shirt[1] > 0 and jersey_state[1] > 0 and jersey_shirt @ jersey_state < 0.99  # senses differ
+    assert np.allclose(nothing, 0)
+    only_lemmas = sense_vectors(wv, [Syn(["jersey", "T-shirt"], "the cloth")], gloss_weight=0)
+    assert np.allclose(only_lemmas[0], np.array([1, 1, 0]) / np.sqrt(2))
+
+
 def test_trained_models_record_their_provenance_and_a_reload_says_loaded(toy_items, tmp_path):
     from orderlib.encoders.cnn import CNNConfig, train_item_cnn
     from orderlib.reports import git_commit

@@ -137,6 +137,39 @@ def lemma_vectors(wv: WordVectors, synsets) -> np.ndarray:
     return vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
 
 
+def _phrase(wv: WordVectors, lemma: str) -> np.ndarray | None:
+    """A lemma's vector: the phrase itself where the vectors have it ("t-shirt"), else the mean of
+    its known words ("gym_shoe" -> gym, shoe); None if none is known."""
+    lemma = lemma.lower()
+    if lemma in wv:
+        return wv[lemma]
+    parts = [w for w in re.split(r"[_-]", lemma) if w in wv]
+    return np.mean([wv[w] for w in parts], axis=0) if parts else None
+
+
+def sense_vectors(wv: WordVectors, synsets, gloss_weight: float = 1.0, a: float = 1e-3) -> np.ndarray:
+    """(S, D) label vectors that follow the synset rather than its first word: the mean of every
+    lemma's vector (`_phrase`; jersey.n.03 = jersey, T-shirt, tee shirt), plus `gloss_weight` times
+    the gloss's mean word vector, each word weighted a / (a + p(word)) (Arora et al.'s smooth inverse
+    frequency, p from the vectors' frequency order by Zipf's law, as GloVe and word2vec files list
+    words most frequent first); unit-normalised, zero where nothing is known. The weight was chosen
+    by WordNet's own structure (benchmarks/label_vectors.py): a label should sit near its hypernym."""
+    rank = np.arange(1, len(wv.words) + 1, dtype=np.float64)
+    p = 1.0 / (rank * np.log(1.78 * len(wv.words)))  # Zipf's law: p(r) = 1 / (r H_V), H_V ~ ln(1.78 V)
+    rows = []
+    for s in synsets:
+        known = [v for v in (_phrase(wv, l) for l in s.lemma_names()) if v is not None]
+        lemma = np.mean(known, axis=0) if known else np.zeros(wv.vectors.shape[1], np.float32)
+        words = [w for w in tokenize_text(s.definition()) if w in wv]
+        gloss = np.zeros_like(lemma)
+        if words and gloss_weight:
+            weights = np.array([a / (a + p[wv.index[w]]) for w in words])[:, None]
+            gloss = (weights * np.stack([wv[w] for w in words])).sum(0) / weights.sum()
+        rows.append(lemma + gloss_weight * gloss)
+    vec = np.stack(rows).astype(np.float32)
+    return vec / np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
+
+
 # Word vectors known by name (`-p WORD_VECTORS <name>`): name -> (pip package, its vectors (.npy) and
 # words (.parquet, column "index") under the package's ROOT, what it holds).
 NAMED_VECTORS = {

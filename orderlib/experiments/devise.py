@@ -2,9 +2,9 @@
 
 Their scale vs ours: ImageNet (1.2M images, 1,000 training labels, up to 21k zero-shot labels,
 Wikipedia skip-gram) vs Fashion-MNIST (60k real images, 10 labels mapped to WordNet 3.0 synsets,
-zero-shot label sets of hundreds to ~10k real WordNet noun synsets, skip-gram on WordNet's own
-glosses). Label vectors exist for all 82,115 WordNet 3.0 noun synsets, so any of them can be a
-candidate label.
+zero-shot label sets of hundreds to ~10k real WordNet noun synsets, GloVe 6B on Wikipedia + Gigaword
+by default, and a skip-gram on WordNet's own glosses beside it). Label vectors exist for all 82,115
+WordNet 3.0 noun synsets, so any of them can be a candidate label.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from orderlib.encoders.skipgram import (
     NAMED_VECTORS,
     SkipGramConfig,
     definition_vectors,
-    lemma_vectors,
     load_word_vectors,
+    sense_vectors,
     train_skipgram,
     wordnet_corpus,
 )
@@ -115,6 +115,7 @@ PRESETS = {
         hop_sets=(2, 3),
         top="artifact.n.01",
         items=50000,
+        word_vectors="glove-6b-50d",  # the paper's kind: pretrained on a large corpus (None: gloss skip-gram)
     ),
     "small": dict(
         seed=0,
@@ -127,6 +128,7 @@ PRESETS = {
         hop_sets=(2, 3),
         top="artifact.n.01",
         items=10000,
+        word_vectors="glove-6b-50d",
     ),
 }
 
@@ -139,18 +141,25 @@ class LabelSpaces:
     """Label vectors for every WordNet 3.0 noun synset (rows follow graph.names)."""
 
     graph: NounGraph
-    skipgram: np.ndarray  # (N, D) unit norm
-    random: np.ndarray  # (N, D) unit norm
+    skipgram: np.ndarray  # (N, D) unit norm, from the skip-gram on WordNet glosses
+    random: np.ndarray  # (N, D) unit norm, D of `text`
     order: np.ndarray  # (N, 50) >= 0, WordNet order-embedding
     classes: np.ndarray  # (10,) graph index of each Fashion-MNIST class
     notes: dict
     provenance: dict = field(default_factory=dict)  # trained label spaces -> reports.model_record
+    pretrained: np.ndarray | None = None  # (N, D') unit norm, from cfg["word_vectors"] (sense_vectors)
+
+    @property
+    def text(self) -> np.ndarray:
+        """The label vectors of the "devise" row: the pretrained ones where given, else the gloss skip-gram."""
+        return self.skipgram if self.pretrained is None else self.pretrained
 
 
 def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) -> LabelSpaces:
-    """Skip-gram label vectors from WordNet glosses (or, with cfg["word_vectors"], from a word2vec /
-    GloVe text file), random unit vectors, and a WordNet order-embedding of all nouns (each built
-    once and cached in workdir)."""
+    """Label vectors from pretrained word vectors (cfg["word_vectors"]: a name of NAMED_VECTORS or a
+    word2vec / GloVe file; `sense_vectors`), from a skip-gram on WordNet glosses, random unit vectors
+    of the first's dimension, and a WordNet order-embedding of all nouns (each built once and cached
+    in workdir)."""
     ensure_wordnet("3.0")
     graph = load_noun_graph("3.0")
     index = graph.index()
@@ -175,23 +184,24 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
     def from_file():
         wv = load_word_vectors(cfg["word_vectors"])
         wn = open_wordnet("3.0")
-        vec = lemma_vectors(wv, [wn.synset(n) for n in graph.names])
-        return {"vectors": vec, "corpus_tokens": None, "vocabulary": len(wv.words), "file": str(cfg["word_vectors"])}
+        vec = sense_vectors(wv, [wn.synset(n) for n in graph.names])
+        return {"vectors": vec, "vocabulary": len(wv.words), "file": str(cfg["word_vectors"])}
 
-    if cfg.get("word_vectors"):  # a user's pretrained word2vec / GloVe text file
+    pre = None
+    if cfg.get("word_vectors"):  # a named source or a user's pretrained word2vec / GloVe file
         path = Path(cfg["word_vectors"])
         stat = path.stat() if path.is_file() else None
         source = cfg["word_vectors"] if cfg["word_vectors"] in NAMED_VECTORS else path.resolve()  # a name, else a file
-        sg_key = f"{graph.fingerprint}|{source}|{stat and (stat.st_size, stat.st_mtime_ns)}|{code_version(lemma_vectors.__module__)}"
-        sg = cached(Path(workdir) / "file_labels.pt", sg_key, from_file)
-    else:
-        sg_key = (
-            f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|sif|"
-            f"{code_version(train_skipgram.__module__, definition_vectors.__module__)}"
-        )
-        sg = cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
+        pre_key = f"{graph.fingerprint}|{source}|{stat and (stat.st_size, stat.st_mtime_ns)}|{code_version(sense_vectors.__module__)}"
+        pre = cached(Path(workdir) / "pretrained_labels.pt", pre_key, from_file)
+    sg_key = (
+        f"{graph.fingerprint}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|sif|"
+        f"{code_version(train_skipgram.__module__, definition_vectors.__module__)}"
+    )
+    sg = cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
+    dim = (pre or sg)["vectors"].shape[1]
     rng = np.random.default_rng(cfg["seed"])
-    rand = rng.standard_normal((len(graph.names), sg["vectors"].shape[1])).astype(np.float32)
+    rand = rng.standard_normal((len(graph.names), dim)).astype(np.float32)
     rand /= np.linalg.norm(rand, axis=1, keepdims=True)
 
     def build_order():
@@ -212,19 +222,18 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
         build_order,
     )
     notes = {
-        "text vectors": sg.get("file", "skip-gram on WordNet 3.0 glosses and examples"),
-        "skip-gram corpus tokens": sg["corpus_tokens"],
-        "vocabulary": sg["vocabulary"],
+        "text vectors": pre["file"] if pre else "skip-gram on WordNet 3.0 glosses and examples",
+        "text vocabulary": (pre or sg)["vocabulary"],
+        "gloss skip-gram corpus tokens": sg["corpus_tokens"],
         "order-embedding WordNet test accuracy (%)": order["test_accuracy"],
     }
     classes = np.array([index[s] for s in SYNSETS])
-    trained = {"skip-gram label vectors": ("skipgram", sg)} if not cfg.get("word_vectors") else {}
-    trained["order-embedding label vectors"] = ("order", order)
+    trained = {"skip-gram label vectors": ("skipgram", sg), "order-embedding label vectors": ("order", order)}
     provenance = {
         name: model_record(v.get("seconds"), v.get("trained_at"), key not in built)
         for name, (key, v) in trained.items()
     }  # caches from before these were kept: unknown
-    return LabelSpaces(graph, sg["vectors"], rand, order["vectors"], classes, notes, provenance)
+    return LabelSpaces(graph, sg["vectors"], rand, order["vectors"], classes, notes, provenance, pre and pre["vectors"])
 
 
 def train_cnn(cfg: dict, classes, workdir: Path, device="cpu", progress: bool = True) -> tuple[ItemCNN, list]:
@@ -244,10 +253,15 @@ def train_cnn(cfg: dict, classes, workdir: Path, device="cpu", progress: bool = 
     )
 
 
-METHOD_SPACES = {
-    "devise": ("skipgram", "dot"),
+METHOD_SPACES = {  # method -> (LabelSpaces attribute, score)
+    "devise": ("text", "dot"),
+    "devise (gloss skip-gram labels)": ("skipgram", "dot"),  # where "devise" has pretrained vectors
     "random embeddings": ("random", "dot"),
     "devise (order-embedding labels)": ("order", "order"),
+}
+SHORT = {  # method -> its name in the zero-shot rows
+    "devise (gloss skip-gram labels)": "devise, gloss skip-gram labels",
+    "devise (order-embedding labels)": "devise, order-embedding labels",
 }
 
 
@@ -260,7 +274,8 @@ def train_models(
     progress: bool = True,
     methods=tuple(METHOD_SPACES),
 ) -> dict:
-    """The CNN (softmax baseline) and one DeViSE model per label space, trained on `seen` classes."""
+    """The CNN (softmax baseline) and one DeViSE model per label space, trained on `seen` classes
+    (the gloss skip-gram's own row only where "devise" has pretrained vectors)."""
     cnn, cnn_history = train_cnn(cfg, seen, workdir, device, progress)
     train = load_fashion_mnist("train")
     k = cfg["items"]
@@ -276,6 +291,8 @@ def train_models(
     models = {"softmax baseline": cnn}
     histories = {"softmax baseline": cnn_history}
     for method in methods:
+        if method == "devise (gloss skip-gram labels)" and spaces.pretrained is None:
+            continue  # "devise" is that row
         space, score = METHOD_SPACES[method]
         vectors = getattr(spaces, space)[spaces.classes[list(seen)]]
         model, hist = train_devise(
@@ -343,8 +360,8 @@ def label_name(spaces: LabelSpaces, i: int) -> str:
 
 
 def nearest_synsets(spaces: LabelSpaces, cls: int, n: int = 5) -> list[str]:
-    """The n noun synsets whose skip-gram label vectors are nearest (cosine) to class cls's."""
-    sims = spaces.skipgram @ spaces.skipgram[spaces.classes[cls]]
+    """The n noun synsets whose "devise" label vectors are nearest (cosine) to class cls's."""
+    sims = spaces.text @ spaces.text[spaces.classes[cls]]
     return [label_name(spaces, int(i)) for i in np.argsort(-sims)[1 : n + 1]]
 
 
@@ -422,9 +439,10 @@ def fingerprint(spaces: LabelSpaces) -> str:
     return hashlib.sha256((fmnist_fingerprint() + spaces.graph.fingerprint).encode()).hexdigest()
 
 
-def source() -> str:
+def source(word_vectors: str | None = None) -> str:
     _, src = ensure_fashion_mnist()
-    return f"Fashion-MNIST ({src}); WordNet 3.0 nouns, glosses and examples"
+    text = NAMED_VECTORS[word_vectors][3] if word_vectors in NAMED_VECTORS else word_vectors
+    return f"Fashion-MNIST ({src}); WordNet 3.0 nouns, glosses and examples" + (f"; {text}" if text else "")
 
 
 def zero_shot_table(trained: dict, spaces: LabelSpaces, images, labels, sets: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -439,11 +457,7 @@ def zero_shot_table(trained: dict, spaces: LabelSpaces, images, labels, sets: di
         zero = evaluate(trained, spaces, images, labels, cand, hit_ks, hp_ks)
         with_seen = evaluate(trained, spaces, images, labels, plus, hit_ks, hp_ks)
         for method, metrics in zero.items():
-            short = {
-                "devise": "devise",
-                "random embeddings": "random embeddings",
-                "devise (order-embedding labels)": "devise, order-embedding labels",
-            }.get(method, method)
+            short = SHORT.get(method, method)
             if method == "softmax baseline":
                 label, n = f"softmax baseline ({plus_name})", len(plus)
             else:
@@ -452,7 +466,7 @@ def zero_shot_table(trained: dict, spaces: LabelSpaces, images, labels, sets: di
         for method, metrics in with_seen.items():
             if method in ("softmax baseline",):
                 continue
-            short = {"devise (order-embedding labels)": "devise, order-embedding labels"}.get(method, method)
+            short = SHORT.get(method, method)
             label = f"{short}+seen ({plus_name})"
             rows += long_rows(
                 label, {**metrics, "candidate labels": len(plus)}, PAPER_ZEROSHOT, {"candidate_set": plus_name}
