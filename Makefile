@@ -68,10 +68,11 @@ bench: bench-penalty bench-seeds
 bench-penalty: data
 	$(PY) benchmarks/penalty.py
 
-# Seed spread of the image-side headline rows (full preset, 3 seeds each; resumable): about 45 min
-# for DeViSE on 2 CPU cores. Each writes a *_seed_spread table that the notebooks quote.
+# Seed spread of the headline rows (full preset, 3 seeds each; resumable; each script's docstring says
+# what a seed draws). Each writes a *_seed_spread table that the notebooks quote.
 bench-seeds: data
 	$(PY) benchmarks/devise_seed_spread.py
+	$(PY) benchmarks/retrieval_seed_spread.py
 	$(PY) benchmarks/sherlock_seed_spread.py
 
 # On a machine with a CUDA device: the CUDA tests, bench_penalty's CUDA rows, a torchrun training on

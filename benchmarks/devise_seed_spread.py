@@ -143,26 +143,11 @@ def main() -> None:
         per_seed.append(df.assign(seed=seed))
         models.update({f"seed {seed}, {k}": v for k, v in recs.items()})
     seeds = pd.concat(per_seed, ignore_index=True)
-    stats = spread.summary(seeds, ["table", "method", "metric"])
     claims = pd.concat(
         [spread.claims(seeds[seeds.table == t], [(c, m, a, b)]).assign(table=t) for c, t, m, a, b in CLAIMS],
         ignore_index=True,
     )
-    out = pd.concat(
-        [
-            seeds.assign(statistic=seeds.seed.map(lambda s: f"seed {s}"), verdict=None),
-            stats.assign(paper=None, verdict=None),
-            claims.melt(
-                ["table", "claim", "metric", "verdict"],
-                ["mean_difference", "sd_difference"],
-                var_name="statistic",
-                value_name="ours",
-            )
-            .rename(columns={"claim": "method"})
-            .assign(paper=None, statistic=lambda d: d.statistic.str.replace("_difference", " of a - b")),
-        ],
-        ignore_index=True,
-    )[["table", "method", "metric", "statistic", "paper", "ours", "verdict"]]
+    out = spread.long_table(seeds, claims, ["table", "method", "metric"])
     notes = (
         "Notebooks 06 and 07's headline rows retrained from each seed (gloss skip-gram, order-embedding and random "
         "label vectors, the CNN, every DeViSE model); Fashion-MNIST, WordNet 3.0 and the GloVe 6B vectors of the "

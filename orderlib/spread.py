@@ -57,3 +57,18 @@ def claims(df: pd.DataFrame, pairs: list[tuple[str, str, str, str]], keys=("meth
             )
         )
     return pd.DataFrame(rows)
+
+
+def long_table(seeds: pd.DataFrame, claim_rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """A seed-spread report in one long table (`keys`, statistic, paper, ours, verdict): the per-seed
+    rows ("seed N"), their `summary`, and each claim of `claims` as two rows ("mean of a - b",
+    "sd of a - b"; method = the claim) carrying its verdict. `keys` holds "method" and "metric"."""
+    ids = [k for k in keys if k != "method"]
+    per_seed = seeds.assign(statistic=seeds.seed.map(lambda s: f"seed {s}"), verdict=None)
+    stats = summary(seeds, keys).assign(paper=None, verdict=None)
+    judged = (
+        claim_rows.melt([*ids, "claim", "verdict"], ["mean_difference", "sd_difference"], var_name="statistic")
+        .rename(columns={"claim": "method", "value": "ours"})
+        .assign(paper=None, statistic=lambda d: d.statistic.str.replace("_difference", " of a - b"))
+    )
+    return pd.concat([per_seed, stats, judged], ignore_index=True)[[*keys, "statistic", "paper", "ours", "verdict"]]

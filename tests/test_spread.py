@@ -34,3 +34,22 @@ def test_summary_and_claims_pair_rows_by_seed():
     )
     got = spread.claims(df.iloc[::-1], [("a beats b", "hit@1", "a", "b")]).iloc[0]
     assert got.seeds == 3 and got.mean_difference == pytest.approx(8 / 3) and got.verdict == spread.HOLDS
+
+
+def test_long_table_holds_seeds_summary_and_claims_with_their_verdict():
+    df = pd.DataFrame(
+        [
+            dict(table="T", method=m, metric="hit@1", paper=p, seed=s, ours=v)
+            for m, p, vs in (("a", 5.0, [3, 4, 5]), ("b", None, [1, 1, 2]))
+            for s, v in enumerate(vs)
+        ]
+    )
+    claims = spread.claims(df, [("a beats b", "hit@1", "a", "b")]).assign(table="T")
+    out = spread.long_table(df, claims, ["table", "method", "metric"])
+    assert list(out.columns) == ["table", "method", "metric", "statistic", "paper", "ours", "verdict"]
+    assert len(out) == 6 + 2 * 5 + 2  # 6 seed rows, 5 statistics per row, 2 per claim
+    seed1 = out[(out.method == "a") & (out.statistic == "seed 1")].iloc[0]
+    assert seed1.ours == 4 and seed1.paper == 5.0 and seed1.verdict is None
+    mean = out[(out.method == "a beats b") & (out.statistic == "mean of a - b")].iloc[0]
+    assert mean.ours == pytest.approx(8 / 3) and mean.verdict == spread.HOLDS and mean.table == "T"
+    assert out[out.statistic == "sd of a - b"].ours.iloc[0] == pytest.approx(0.57735, abs=1e-5)
