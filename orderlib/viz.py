@@ -258,7 +258,9 @@ def plot_fact_curves(scale, per_fact):
 
     names = list(dict.fromkeys(scale["protocol"])) if "protocol" in scale else [None]
     fig, axes = plt.subplots(len(names), 2, figsize=(12, 4.2 * len(names)), squeeze=False)
-    colours = {m: f"C{i}" for i, m in enumerate(dict.fromkeys(list(scale["method"]) + list(per_fact["method"])))}
+    methods = dict.fromkeys(list(scale["method"]) + list(per_fact["method"]))
+    palette = [f"C{i}" for i in range(10)] + ["black", "gold", "navy", "lime", "maroon"]  # "C10" is "C0" again
+    colours = {m: palette[i % len(palette)] for i, m in enumerate(methods)}
     for (a, b), name in zip(axes, names):
         sc = scale if name is None else scale[scale["protocol"] == name]
         pf = per_fact if name is None else per_fact[per_fact["protocol"] == name]

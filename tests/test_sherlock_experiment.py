@@ -9,15 +9,17 @@ from orderlib.data.facts import Fact
 from orderlib.experiments import sherlock as exp
 
 
-def fake_task(cfg: dict, word_dim: int):
-    """exp.fact_task on synthetic Fashion-MNIST items and random word vectors."""
+def fake_task(cfg: dict, word_dim: int, gloss_dim: int | None = None):
+    """exp.fact_task on synthetic Fashion-MNIST items and random word vectors (and random GLOSS
+    vectors of `gloss_dim`)."""
     sources = {"train": fake("train", 60000), "test": fake("test", 10000)}
     mp = pytest.MonkeyPatch()
     mp.setattr(exp, "load_fashion_mnist", lambda split: sources[split])
     rng = np.random.default_rng(0)
     words = {w: rng.standard_normal(word_dim).astype(np.float32) for w in exp.vocabulary()}
+    gloss = gloss_dim and {w: rng.standard_normal(gloss_dim).astype(np.float32) for w in exp.vocabulary()}
     try:
-        return exp.fact_task(cfg, words)
+        return exp.fact_task(cfg, words, gloss=gloss)
     finally:
         mp.undo()
 
@@ -197,3 +199,46 @@ def test_sem_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_p
     for m in rows:
         assert torch.equal(here[m]["dist"], pooled[m]["dist"]), m
         assert not pooled[m]["fit"].resumed and pooled[m]["fit"].seconds > 0, m
+
+
+def test_gloss_row_regresses_its_own_language_view(tmp_path):
+    """ "SEM-A, gloss skip-gram vectors" is SEM-A regressing the GLOSS view (its own dimension, its own
+    checkpoint, a Table 4 row under both protocols); without that view it is left out."""
+    import dataclasses
+
+    from orderlib.encoders.cnn import ItemCNN
+    from orderlib.training.sherlock import embed_images
+
+    cfg = dict(
+        seed=0,
+        train_images=200,
+        test_per_fact=1,
+        dev_per_fact=1,
+        sem=dict(epochs=1, hidden=8, batch=32),
+        order=dict(margin=0.05),
+    )
+    t = fake_task(cfg, word_dim=4, gloss_dim=6)
+    gloss = exp.GLOSS
+    assert t.languages[gloss].shape == (len(t.facts), 3, 6) and t.language.shape == (len(t.facts), 3, 4)
+    data = exp.FactData(t, {s: getattr(t, s).render() for s in ("train", "dev", "test")}, {})
+    cnn = ItemCNN(10, 4, in_channels=3)
+    rows = ["SEM-A", "SEM-A, gloss skip-gram vectors"]
+    out = exp.train_sem_rows(cfg, data, cnn, tmp_path, progress=False, rows=rows)
+    assert list(out) == rows
+    with torch.no_grad():
+        dims = [embed_images(out[m]["model"], data.images["test"][:2]).shape[-1] for m in rows]
+    assert dims == [4, 6]
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["sem_a_810.pt", "sem_a__gloss_skip_gram_vectors_810.pt"]
+    df = exp.table4(out, t)
+    assert set(df[df.method == rows[1]].protocol) == set(exp.PROTOCOLS)
+    bare = exp.FactData(dataclasses.replace(t, languages={}), data.images, {})
+    assert list(exp.train_sem_rows(cfg, bare, cnn, tmp_path, progress=False, rows=rows)) == ["SEM-A"]
+
+
+def test_glove_is_the_default_and_the_notes_say_which_vectors(tmp_path):
+    assert {p["word_vectors"] for p in exp.PRESETS.values()} == {"glove-6b-50d"}
+    notes = exp.word_notes(exp.PRESETS["small"])
+    assert notes["text vectors"].startswith("GloVe 6B, 50-d") and "skip-gram" in notes["SEM-A, gloss skip-gram vectors"]
+    none = {**exp.PRESETS["small"], "word_vectors": None}
+    assert exp.word_notes(none) == {"text vectors": "skip-gram on WordNet 3.0 text (word tokens)"}
+    assert exp.gloss_words(none, tmp_path) is None  # the other rows' words are the skip-gram's already

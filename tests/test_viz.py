@@ -97,3 +97,15 @@ def test_sherlock_figure_names_every_method_and_both_line_styles():
     )
     names = _one_legend(plot_fact_curves(scale, per_fact))
     assert names[:3] == ["SEM-A", "MV CCA", "ESZSL"] and len(names) == 5 and "among all facts" in names[3]
+
+
+def test_sherlock_figure_gives_eleven_methods_eleven_colours():
+    """Notebook 09 plots 11 methods in Figure 7 (with SEM-A on the gloss skip-gram): matplotlib's "C10"
+    is "C0" again, so the eleventh would be drawn in SEM-A's colour."""
+    from matplotlib.colors import to_hex
+
+    methods = [f"m{i}" for i in range(11)]
+    scale = pd.DataFrame([dict(method="m0", candidates="all facts", facts=f, K1=1.0) for f in (117, 810)])
+    per_fact = pd.DataFrame([dict(method=m, bin=b, K10=5.0) for m in methods for b in "01"])
+    lines = plot_fact_curves(scale, per_fact).axes[1].get_lines()
+    assert len(lines) == 11 and len({to_hex(line.get_color()) for line in lines}) == 11

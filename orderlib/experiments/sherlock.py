@@ -4,7 +4,8 @@ every method of Tables 1, 4 and 5 and Figures 4 and 7 (notebook 09).
 Their data vs ours: the large-scale set (202k facts, 814k web images, GloVe 840B, VGG-16 from
 ImageNet) vs Fashion-MNIST Facts (810 facts over 10 objects, 20 attributes and 6 relations,
 long-tailed training counts, real Fashion-MNIST items; the CNN pre-trained on plain items for
-Utama's notebook; skip-gram on WordNet's text).
+Utama's notebook; GloVe 6B 50-d vectors from Wikipedia + Gigaword, and a skip-gram on WordNet's
+text beside them).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from orderlib.reports import model_record
 from orderlib.training.workers import run_in_workers
 
 # One visible place for the settings. "base": the preset of notebook 08 (Utama) whose pre-trained
-# CNN and skip-gram word vectors are reused, and of notebook 03 whose caption models are reused.
+# CNN and word vectors are reused, and of notebook 03 whose caption models are reused.
 PRESETS = {
     "full": dict(
         seed=0,
@@ -56,6 +57,7 @@ PRESETS = {
         test_per_fact=3,
         dev_per_fact=1,
         base="full",
+        word_vectors="glove-6b-50d",  # the paper's kind: pretrained on a large corpus (None: the gloss skip-gram)
         sem=dict(epochs=12, hidden=256, lr=1e-3, batch=32),
         order=dict(margin=0.05),
         cca_dim=64,
@@ -71,6 +73,7 @@ PRESETS = {
         test_per_fact=1,
         dev_per_fact=1,
         base="small",
+        word_vectors="glove-6b-50d",
         sem=dict(epochs=2, hidden=32, lr=1e-3, batch=32),
         order=dict(margin=0.05),
         cca_dim=16,
@@ -158,6 +161,7 @@ class FactTask:
     language: torch.Tensor  # (F, 3, d) slot word vectors, zeros at wild-cards
     orders: torch.Tensor  # (F,)
     notes: dict = field(default_factory=dict)
+    languages: dict = field(default_factory=dict)  # other word vectors' views (SEM_ROWS' "vectors") -> (F, 3, d')
 
 
 def slot_vectors(words: dict[str, np.ndarray], facts: list[Fact], centre: bool = True) -> torch.Tensor:
@@ -206,10 +210,13 @@ def facts_of(objects: int | None = None) -> list[Fact]:
     return [f for f in facts if f.s in keep and (f.o is None or f.o in keep)]
 
 
-def fact_task(cfg: dict, words: dict[str, np.ndarray], objects: int | None = None) -> FactTask:
+def fact_task(
+    cfg: dict, words: dict[str, np.ndarray], objects: int | None = None, gloss: dict[str, np.ndarray] | None = None
+) -> FactTask:
     """Training images with long-tailed counts, `test_per_fact` test images of every fact (seen
     in training or not), `dev_per_fact` dev images of every fact (Fashion-MNIST train[50000:]),
-    and the facts' language views. `objects` keeps the facts of the first k objects (Figure 4)."""
+    and the facts' language views (of `gloss` too, where given: the GLOSS rows').
+    `objects` keeps the facts of the first k objects (Figure 4)."""
     facts = facts_of(objects)
     counts = long_tail_counts(
         facts, cfg["train_images"], cfg.get("exponent", 1.0), cfg.get("unseen", 0.1), seed=cfg["seed"]
@@ -232,7 +239,8 @@ def fact_task(cfg: dict, words: dict[str, np.ndarray], objects: int | None = Non
         "unseen facts": int((counts == 0).sum()),
         "facts with <= 5 training images": int((counts <= 5).sum()),
     }
-    return FactTask(facts, counts, train, test, dev, slot_vectors(words, facts), orders, notes)
+    languages = {GLOSS: slot_vectors(gloss, facts)} if gloss else {}
+    return FactTask(facts, counts, train, test, dev, slot_vectors(words, facts), orders, notes, languages)
 
 
 ALL, SAME_ORDER = "all facts", "facts of the image's order"
@@ -492,11 +500,13 @@ PAPER_TABLE1 = {
     ("order-embeddings", "captions"): (12.56, 10.21),
     ("order-embeddings", "fact phrases"): (31.57, 35.23),
 }
-SEM_ROWS = {  # method -> SEMConfig fields
+GLOSS = "gloss skip-gram"  # the word vectors a SEM row may name instead of WORD_VECTORS' (its "vectors")
+SEM_ROWS = {  # method -> SEMConfig fields, and "vectors": the language view it regresses (none: task.language)
     "SEM-A": dict(branched=True),
     "SEM-B": dict(branched=False),
     "SEM-A, S/P/O averaged (ablation)": dict(branched=True, average=True),
     "structured order-embedding (SEM-A)": dict(branched=True, objective="order"),
+    "SEM-A, gloss skip-gram vectors": dict(branched=True, vectors=GLOSS),
 }
 CAPTION_METHODS = ("order-embeddings", "order-embeddings (symm.)")  # Vendrov et al.'s model; Kiros et al.'s (TACL15)
 TRAININGS = {"captions": "caption-trained", "fact phrases": "retrained on facts"}
@@ -518,6 +528,27 @@ def base_config(cfg: dict) -> dict:
     return {**utama.PRESETS[cfg["base"]], "word_vectors": cfg.get("word_vectors")}
 
 
+def gloss_words(cfg: dict, workdir) -> dict[str, np.ndarray] | None:
+    """{word: vector} of the skip-gram on WordNet 3.0's text (notebook 08's cache), for the GLOSS
+    rows; None where cfg["word_vectors"] is None, as the other rows' words are then those."""
+    from orderlib.experiments import utama
+
+    if not cfg.get("word_vectors"):
+        return None
+    skipgram = {**base_config(cfg), "word_vectors": None}
+    return dict(zip(vocabulary(), utama.token_vectors(skipgram, vocabulary(), workdir)))
+
+
+def word_notes(cfg: dict) -> dict:
+    """Which word vectors the rows regress, for the reports' provenance."""
+    from orderlib.experiments import utama
+
+    notes = {"text vectors": utama.vector_note(cfg.get("word_vectors"), tokens=True)}
+    if cfg.get("word_vectors"):
+        notes["SEM-A, gloss skip-gram vectors"] = utama.vector_note(None, tokens=True)
+    return notes
+
+
 def pretrained(cfg: dict, workdir, device="cpu", progress: bool = True):
     """(CNN pre-trained on plain items, its history, {word: vector}): shared with notebook 08."""
     from orderlib.experiments import utama
@@ -528,8 +559,8 @@ def pretrained(cfg: dict, workdir, device="cpu", progress: bool = True):
     return cnn, history, words
 
 
-def fact_data(cfg: dict, words: dict, cnn, objects: int | None = None) -> FactData:
-    task = fact_task(cfg, words, objects)
+def fact_data(cfg: dict, words: dict, cnn, objects: int | None = None, gloss: dict | None = None) -> FactData:
+    task = fact_task(cfg, words, objects, gloss)
     images = {s: getattr(task, s).render() for s in ("train", "dev", "test")}
     return FactData(task, images, {s: frozen_features(cnn, x) for s, x in images.items()})
 
@@ -551,18 +582,19 @@ def train_sem_rows(
     workers: int = 1,
 ) -> dict[str, dict]:
     """Train every SEM row (epochs chosen on the dev images' fact -> image mAP); return method ->
-    {"dist": (test images, facts), "fit": FitResult}. `seed` (default cfg["seed"]) seeds the
-    models' initialisation and batch order only: the data are `data`'s whatever the seed. With
-    `workers` > 1, the rows train side by side in that many one-thread processes (training.workers)."""
+    {"dist": (test images, facts), "fit": FitResult}. A row that names "vectors" regresses that
+    view of task.languages and is left out where the task has none. `seed` (default cfg["seed"])
+    seeds the models' initialisation and batch order only: the data are `data`'s whatever the seed.
+    With `workers` > 1, the rows train side by side in that many one-thread processes (training.workers)."""
     from orderlib.checkpoint import fingerprint
     from orderlib.training.sherlock import SEMConfig, distances, train_sem
 
     task, out = data.task, {}
     implied = implies(task.facts)
-    key = fingerprint(task.train.fingerprint(), task.language)
+    views = {None: task.language, **task.languages}
     seed = cfg["seed"] if seed is None else seed
     suffix = "" if seed == cfg["seed"] else f"_seed{seed}"
-    rows = list(rows or SEM_ROWS)
+    rows = [m for m in (rows or SEM_ROWS) if SEM_ROWS[m].get("vectors") in views]
     here = {}
     if workers > 1 and len(rows) > 1:
         here = run_in_workers(
@@ -587,35 +619,36 @@ def train_sem_rows(
         )
     for method in rows:
         fields = {**cfg["sem"], **SEM_ROWS[method], "seed": seed}
+        language = views[fields.pop("vectors", None)]
         if fields.get("objective") == "order":
             fields.update(cfg["order"])
         if epochs is not None:
             fields["epochs"] = epochs
         scfg = SEMConfig(**fields)
 
-        def dev_map(model, average=scfg.average):
-            d = distances(model, data.images["dev"], task.language, task.orders, average)  # (dev images, facts)
+        def dev_map(model, average=scfg.average, language=language):
+            d = distances(model, data.images["dev"], language, task.orders, average)  # (dev images, facts)
             return {"dev mAP": fact_map(d.T, task.dev.fact, torch.arange(len(task.facts)))}
 
         model, fitted = train_sem(
             scfg,
             cnn,
             data.images["train"],
-            task.language[task.train.fact],
+            language[task.train.fact],
             task.orders[task.train.fact],
             dev_map,
             "dev mAP",
             workdir / f"{_slug(method)}_{len(task.facts)}{suffix}.pt",
             progress,
             device,
-            key,
+            fingerprint(task.train.fingerprint(), language),
             fact=task.train.fact,
             implied=implied,
         )
         if method in here:  # trained by a worker in this run: loaded here, not resumed
             fitted.resumed = here[method]["resumed"]
         out[method] = {
-            "dist": distances(model, data.images["test"], task.language, task.orders, scfg.average),
+            "dist": distances(model, data.images["test"], language, task.orders, scfg.average),
             "fit": fitted,
             "model": model,
         }

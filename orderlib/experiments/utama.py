@@ -5,10 +5,10 @@ Their data vs ours: MIT-States (53k web images, 115 attributes x 245 objects, 1,
 pairs, 700 unseen test pairs, ResNet-101 from ImageNet, fastText vectors) vs Fashion-MNIST
 Attributes (real items rendered under 20 WordNet adjectives x 10 objects, 120 training pairs, 50
 unseen test pairs, 30 unseen validation pairs; a small CNN pre-trained on the objects of plain
-training items; skip-gram on WordNet glosses). One pair split serves both protocols: Misra et
-al.'s closed world (rank the unseen test pairs) and the generalised one (seen and unseen pairs,
-calibration-bias sweep). Epochs are chosen on the validation pairs (generalised AUC), never on
-test.
+training items; GloVe 6B 50-d vectors from Wikipedia + Gigaword, and, beside them, a skip-gram on
+WordNet glosses and random vectors). One pair split serves both protocols: Misra et al.'s closed
+world (rank the unseen test pairs) and the generalised one (seen and unseen pairs, calibration-bias
+sweep). Epochs are chosen on the validation pairs (generalised AUC), never on test.
 """
 
 from __future__ import annotations
@@ -38,10 +38,12 @@ from orderlib.data.fashion_mnist import SYNSETS, ensure_fashion_mnist, load_fash
 from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, train_item_cnn
 from orderlib.encoders.skipgram import (
+    NAMED_VECTORS,
     SkipGramConfig,
+    WordVectors,
     definition_vectors,
-    lemma_vectors,
     load_word_vectors,
+    sense_vectors,
     train_skipgram,
     wordnet_corpus,
 )
@@ -69,7 +71,10 @@ PAPER_TABLE1 = {
     "VSE++, RNN (LSTM) text encoder": (9.129, 16.45, 22.479, 16.01),
     "VSE++, RNN (LSTM) + finetune": (9.83, 17.99, 24.27, 17.36),
 }
-# Rows: name -> settings over the preset's defaults. The paper's rows first, then beyond it.
+# The word vectors a row may start its word table from (ROWS' "vectors"; a row that names none: DEFAULT).
+DEFAULT, GLOSS, RANDOM = "WORD_VECTORS", "gloss skip-gram", "random"
+# Rows: name -> settings over the preset's defaults. The paper's rows first, then beyond it, then Utama's
+# ablation of the word vectors (random against pretrained initialisation) on LE and the LSTM encoder.
 ROWS = {
     "visual product": dict(model="visual_product", lr=1e-3),
     "label embedding (LE)": dict(model="le", composer="mlp", lr=1e-3),
@@ -82,6 +87,10 @@ ROWS = {
     "VSE++, RNN (LSTM) + finetune": dict(model="vse", composer="lstm", finetune=True),
     "order-embeddings, RNN (LSTM)": dict(model="order", composer="lstm", margin=0.05, lr=1e-3),
     "CompCos-style cosine classifier": dict(model="compcos", composer="mlp", lr=1e-3),
+    "label embedding (LE), gloss skip-gram vectors": dict(model="le", composer="mlp", lr=1e-3, vectors=GLOSS),
+    "label embedding (LE), random vectors": dict(model="le", composer="mlp", lr=1e-3, vectors=RANDOM),
+    "VSE++, RNN (LSTM) text encoder, gloss skip-gram vectors": dict(model="vse", composer="lstm", vectors=GLOSS),
+    "VSE++, RNN (LSTM) text encoder, random vectors": dict(model="vse", composer="lstm", vectors=RANDOM),
 }
 # Relative training time of the rows that take far longer than the rest (full preset at 2762204: 212 s
 # and 177 s against 5-26 s), so that side-by-side workers start them first.
@@ -97,6 +106,7 @@ PRESETS = {
         cnn=dict(width=32, epochs=3),
         cnn_items=50000,
         skipgram=dict(dim=300, epochs=5),
+        word_vectors="glove-6b-50d",  # the paper's kind: pretrained on a large corpus (None: the gloss skip-gram)
         train=dict(epochs=20, dim=256, hidden=256, tensor_dim=32, batch=64),
         finetune_epochs=20,
         context_items=50,
@@ -108,6 +118,7 @@ PRESETS = {
         cnn=dict(width=16, epochs=1),
         cnn_items=10000,
         skipgram=dict(dim=50, epochs=1),
+        word_vectors="glove-6b-50d",
         train=dict(epochs=3, dim=64, hidden=64, tensor_dim=8, batch=32),
         finetune_epochs=1,
         context_items=8,
@@ -167,10 +178,60 @@ def _unseen_test(task: Task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return test_un, closed, where[test_un]
 
 
-def word_vectors(cfg: dict, workdir: Path) -> tuple[np.ndarray, dict]:
-    """(A + O, d) vectors of the attribute adjectives then the object nouns: skip-gram on WordNet
-    3.0 glosses (each word's synset definition, as for DeViSE's labels in notebook 06) or a user's
-    word2vec / GloVe file (the word itself). Cached in workdir."""
+def describe_vectors(word_vectors: str | None) -> str:
+    """What WORD_VECTORS (a name of NAMED_VECTORS, a word2vec / GloVe file, or None) are, for notes."""
+    if not word_vectors:
+        return "skip-gram on WordNet 3.0 glosses, trained here"
+    return NAMED_VECTORS[word_vectors][3] if word_vectors in NAMED_VECTORS else f"word vectors from {word_vectors}"
+
+
+def vector_note(word_vectors: str | None, tokens: bool) -> str:
+    """Which vectors the rows read and how: of each word's synset, or the words' own (`tokens`)."""
+    if not word_vectors:
+        return (
+            "skip-gram on WordNet 3.0 text (word tokens)"
+            if tokens
+            else "skip-gram on WordNet 3.0 glosses (definition vectors of each word's synset)"
+        )
+    how = "the words' own vectors" if tokens else "each word from its WordNet 3.0 synset's lemmas and gloss"
+    return f"{describe_vectors(word_vectors)}; {how}"
+
+
+def word_vectors(cfg: dict, workdir: Path) -> tuple[dict[str, np.ndarray], dict]:
+    """The stand-in's word vectors of every row (`vector_sets` of `synset_vectors`), and notes on them."""
+    return vector_sets(cfg, synset_vectors(cfg, workdir), workdir)
+
+
+def random_vectors(shape: tuple[int, int], seed: int) -> np.ndarray:
+    """Unit vectors drawn from a generator of `seed`'s own: Utama's randomly initialised word table."""
+    vec = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return vec / np.linalg.norm(vec, axis=1, keepdims=True)
+
+
+def vector_sets(
+    cfg: dict, vectors: np.ndarray, workdir: Path, words: list[str] | None = None
+) -> tuple[dict[str, np.ndarray], dict]:
+    """Every row's word vectors by the set ROWS names, and notes on them: DEFAULT, `vectors` (from
+    cfg["word_vectors"], or the gloss skip-gram's where that is None); GLOSS, the gloss skip-gram's,
+    only where cfg["word_vectors"] names other vectors (else DEFAULT's rows are those); RANDOM, unit
+    vectors of `vectors`' shape (Utama's ablation). GLOSS is built as DEFAULT was: of the stand-in's
+    synsets, or, given the `words` themselves (MIT-States), as `token_vectors` reads them."""
+    d, seed = vectors.shape[1], cfg["seed"]
+    sets = {DEFAULT: vectors, RANDOM: random_vectors(vectors.shape, seed)}
+    notes = {"text vectors": vector_note(cfg.get("word_vectors"), words is not None)}
+    if cfg.get("word_vectors"):
+        gloss = {**cfg, "word_vectors": None}
+        sets[GLOSS] = synset_vectors(gloss, workdir) if words is None else token_vectors(gloss, words, workdir)
+        notes["rows with gloss skip-gram vectors"] = vector_note(None, words is not None)
+    notes["rows with random vectors"] = f"random unit vectors, {d}-d, seed {seed}"
+    return sets, notes
+
+
+def synset_vectors(cfg: dict, workdir: Path) -> np.ndarray:
+    """(A + O, d) vectors of the attribute adjectives then the object nouns, from their WordNet 3.0
+    synsets: with cfg["word_vectors"], `sense_vectors` (all lemmas and the gloss: grainy's synset,
+    farinaceous.s.02, is not its first lemma); without, the definition vectors of a skip-gram on
+    WordNet 3.0 glosses (as DeViSE's labels in notebook 06), cached in workdir."""
     from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 
     ensure_wordnet("3.0")
@@ -178,7 +239,7 @@ def word_vectors(cfg: dict, workdir: Path) -> tuple[np.ndarray, dict]:
     if cfg.get("word_vectors"):
         wv = load_word_vectors(cfg["word_vectors"])
         wn = open_wordnet("3.0")
-        return lemma_vectors(wv, [wn.synset(n) for n in names]), {"text vectors": str(cfg["word_vectors"])}
+        return sense_vectors(wv, [wn.synset(n) for n in names])
 
     def build():
         wn = open_wordnet("3.0")
@@ -188,8 +249,7 @@ def word_vectors(cfg: dict, workdir: Path) -> tuple[np.ndarray, dict]:
         return definition_vectors(wv, [wn.synset(n) for n in names], counts)
 
     key = f"{names}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|{code_version(train_skipgram.__module__)}"
-    vec = cached(Path(workdir) / "word_vectors.pt", key, build)
-    return vec, {"text vectors": "skip-gram on WordNet 3.0 glosses (definition vectors of each word's synset)"}
+    return cached(Path(workdir) / "word_vectors.pt", key, build)
 
 
 def pretrain_cnn(cfg: dict, workdir: Path, device="cpu", progress: bool = True) -> tuple[ItemCNN, list]:
@@ -242,15 +302,21 @@ def standin_task(cfg: dict, cnn: ItemCNN) -> Task:
 def row_config(cfg: dict, row: str) -> CompositionConfig:
     settings = dict(ROWS[row])
     finetune = settings.pop("finetune", False)
+    settings.pop("vectors", None)
     return CompositionConfig(
         **{**cfg["train"], **settings}, seed=cfg["seed"], finetune_epochs=cfg["finetune_epochs"] if finetune else 0
     )
 
 
+def row_vectors(row: str) -> str:
+    """The set of word vectors `row` starts from (DEFAULT, GLOSS or RANDOM)."""
+    return ROWS[row].get("vectors", DEFAULT)
+
+
 def train_rows(
     cfg: dict,
     task: Task,
-    vectors: np.ndarray,
+    vectors: np.ndarray | dict[str, np.ndarray],
     workdir: Path,
     cnn: ItemCNN | None = None,
     device="cpu",
@@ -258,8 +324,11 @@ def train_rows(
     rows=tuple(ROWS),
     workers: int = 1,
 ) -> dict:
-    """Train every row's model on the seen pairs; epochs chosen on validation AUC. With `workers`
-    > 1, the rows train side by side in that many one-thread processes (training.workers)."""
+    """Train every row's model on the seen pairs; epochs chosen on validation AUC. `vectors`: the
+    word vectors of the rows that name none, or a set -> vectors dict (`vector_sets`); a row whose
+    set is not there is left out, as "+finetune" is without images. With `workers` > 1, the rows
+    train side by side in that many one-thread processes (training.workers)."""
+    sets = vectors if isinstance(vectors, dict) else {DEFAULT: vectors}
     val_pairs, val_unseen = task.candidates("val")
     val_target = _pair_index(task.labels["val"], val_pairs)
     data_key = task.fingerprint()
@@ -269,13 +338,21 @@ def train_rows(
         return {"val_auc": sweep["auc"], "val_hm": sweep["best hm"]}
 
     # precomputed features only (no images): nothing to finetune
-    rows = [r for r in rows if not (row_config(cfg, r).finetune_epochs and not task.images)]
+    rows = [r for r in rows if not (row_config(cfg, r).finetune_epochs and not task.images) and row_vectors(r) in sets]
     here = {}
     if workers > 1 and len(rows) > 1:
         here = run_in_workers(
             _train_row_job,
             {
-                r: dict(cfg=cfg, task=task, vectors=vectors, workdir=Path(workdir), cnn=cnn, device=str(device), row=r)
+                r: dict(
+                    cfg=cfg,
+                    task=task,
+                    vectors={row_vectors(r): sets[row_vectors(r)]},
+                    workdir=Path(workdir),
+                    cnn=cnn,
+                    device=str(device),
+                    row=r,
+                )
                 for r in rows
             },
             workers,
@@ -290,7 +367,7 @@ def train_rows(
         finetune_cnn = copy.deepcopy(cnn) if rc.finetune_epochs else None  # the frozen one stays as it is
         model, fits = train_recogniser(
             rc,
-            vectors,
+            sets[row_vectors(row)],
             len(task.attrs),
             task.features["train"],
             task.labels["train"],
@@ -318,7 +395,7 @@ def train_rows(
 
 
 def _train_row_job(
-    cfg: dict, task: Task, vectors: np.ndarray, workdir: Path, cnn: ItemCNN | None, device: str, row: str
+    cfg: dict, task: Task, vectors: dict[str, np.ndarray], workdir: Path, cnn: ItemCNN | None, device: str, row: str
 ) -> dict:
     """A worker's job: train one row into its checkpoint; return its fits' resumed flags and wall time."""
     t = train_rows(cfg, task, vectors, workdir, cnn, device, False, [row])[row]
@@ -563,9 +640,10 @@ def table3(trained: dict, task: Task, rows=ARITHMETIC) -> tuple[pd.DataFrame, li
     return pd.DataFrame(out), examples
 
 
-def source() -> str:
+def source(word_vectors: str | None = None) -> str:
     _, how = ensure_fashion_mnist()
-    return f"{VERSION}: Fashion-MNIST ({how}) items under 20 WordNet 3.0 adjectives; WordNet 3.0 glosses"
+    text = f"; {describe_vectors(word_vectors)}" if word_vectors else ""
+    return f"{VERSION}: Fashion-MNIST ({how}) items under 20 WordNet 3.0 adjectives; WordNet 3.0 glosses{text}"
 
 
 def data_fingerprint(task: Task) -> str:
@@ -594,7 +672,7 @@ def mit_states_task(cfg: dict, root: str | Path, features: str | Path | None, wo
     """MIT-States under the natural split (seen = train pairs; val / test unseen = their pairs not
     in train), with precomputed image features (an .npz of `files` and `features`) or, without
     one, ResNet-101 features computed here (torchvision downloads the ImageNet weights). Word
-    vectors: the words' own vectors from WORD_VECTORS, else from the WordNet-gloss skip-gram."""
+    vectors: the words' own (`token_vectors`; every row's: `vector_sets` with the words)."""
     from orderlib.data.mit_states import image_features, load_features, load_mit_states
 
     data = load_mit_states(root, "natural")
@@ -641,9 +719,10 @@ def token_vectors(cfg: dict, words: list[str], workdir: Path) -> np.ndarray:
         ensure_wordnet("3.0")
 
         def build():
-            return train_skipgram(
+            wv = train_skipgram(
                 wordnet_corpus(open_wordnet("3.0")), SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"])
             )
+            return WordVectors([str(w) for w in wv.words], wv.vectors)  # gensim's numpy.str_ words: not loadable
 
         wv = cached(
             Path(workdir) / "skipgram_tokens.pt",
