@@ -73,6 +73,7 @@ bench-penalty: data
 bench-seeds: data
 	$(PY) benchmarks/devise_seed_spread.py
 	$(PY) benchmarks/retrieval_seed_spread.py
+	$(PY) benchmarks/utama_seed_spread.py
 	$(PY) benchmarks/sherlock_seed_spread.py
 
 # On a machine with a CUDA device: the CUDA tests, bench_penalty's CUDA rows, a torchrun training on
