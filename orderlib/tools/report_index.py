@@ -215,6 +215,34 @@ REPORTS = {
         [],
         "stand-in: Fashion-MNIST Facts for 6DS",
     ),
+    "devise_seed_spread": (
+        "Frome et al. (DeViSE)",
+        "Table 1 and zero-shot headline rows over seeds, claims with verdicts (measurement)",
+        "benchmarks/devise_seed_spread.py",
+        [],
+        "stand-in: Fashion-MNIST + WordNet 3.0 for ImageNet",
+    ),
+    "bench_label_vectors": (
+        "Frome et al. (DeViSE)",
+        "label vectors from word vectors: which builder follows the synset (measurement)",
+        "benchmarks/label_vectors.py",
+        [],
+        "WordNet 3.0 nouns, GloVe 6B",
+    ),
+    "oe_table2_seed_spread": (
+        "Vendrov et al. 2016",
+        "Table 2's main rows over seeds, claims with verdicts (measurement)",
+        "benchmarks/retrieval_seed_spread.py",
+        [],
+        "stand-in: Fashion-MNIST Scenes for COCO",
+    ),
+    "utama_seed_spread": (
+        "Utama",
+        "Table 1's headline rows over seeds, claims with verdicts (measurement)",
+        "benchmarks/utama_seed_spread.py",
+        [],
+        "stand-in: Fashion-MNIST Attributes for MIT-States",
+    ),
     "bench_tolerance": (
         "all four papers",
         "how far a notebook's numbers move across thread counts, CPU kernels "
