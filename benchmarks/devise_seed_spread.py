@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from orderlib import spread
 from orderlib.data.fashion_mnist import CLASSES, load_fashion_mnist
 from orderlib.experiments import devise as exp
-from orderlib.reports import git_commit, report_meta, write_table
+from orderlib.reports import git_commit, report_meta
 from orderlib.runs import run_paths
 
 TABLE1 = {
@@ -97,6 +97,8 @@ CLAIMS = [
     ("DeViSE-0 above chance, 2-hop set, hp@20", "zero-shot", "hp@20", "devise-0 (2-hop)", "chance-0 (2-hop)"),
 ]
 
+KEYS = ["table", "method", "metric"]  # what a row of the report is
+
 
 def one_seed(cfg: dict, workdir, test) -> tuple[pd.DataFrame, dict, str]:
     """Table 1's and zero-shot's headline rows of one seed, the models they rest on and the data's
@@ -147,14 +149,10 @@ def main() -> None:
         [spread.claims(seeds[seeds.table == t], [(c, m, a, b)]).assign(table=t) for c, t, m, a, b in CLAIMS],
         ignore_index=True,
     )
-    out = spread.long_table(seeds, claims, ["table", "method", "metric"])
     notes = (
         "Notebooks 06 and 07's headline rows retrained from each seed (gloss skip-gram, order-embedding and random "
         "label vectors, the CNN, every DeViSE model); Fashion-MNIST, WordNet 3.0 and the GloVe 6B vectors of the "
-        "'devise' rows are real data, the same in every run. 'seed N' rows are one run each; 'mean', 'sd' (n - 1), 'min', 'max' summarise them. Claim rows "
-        "(method = the claim 'a beats b'): the mean and sd over seeds of the paired difference a - b, and the "
-        "verdict: 'holds beyond the spread' when every seed agrees and the mean exceeds the sd, 'reversed' when "
-        "every seed disagrees likewise, else 'within the spread'. hit@k in %, hp@k as fractions."
+        "'devise' rows are real data, the same in every run. hit@k in %, hp@k as fractions."
     )
     cfg = exp.PRESETS[args.preset]
     meta = report_meta(
@@ -169,15 +167,15 @@ def main() -> None:
         config=cfg,
         seeds=args.seeds,
     )
-    show = out[out.statistic.isin(["mean", "sd"]) | out.verdict.notna()]
-    written = write_table(
+    written = spread.write_report(
         "devise_seed_spread",
-        out,
+        seeds,
+        claims,
+        KEYS,
         meta,
         paths.tables,
-        title="DeViSE headline rows over seeds (measurement)",
-        notes=notes,
-        show=show,
+        "DeViSE headline rows over seeds (measurement)",
+        notes,
     )
     print(claims[["table", "claim", "mean_difference", "sd_difference", "verdict"]].round(3).to_string(index=False))
     print("wrote", written["csv"])

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from orderlib import spread
 from orderlib.experiments import oe_retrieval as exp
-from orderlib.reports import git_commit, report_meta, write_table
+from orderlib.reports import git_commit, report_meta
 from orderlib.runs import resolve_device, run_paths
 from orderlib.training.workers import resolve_workers
 
@@ -37,6 +37,8 @@ CLAIMS = [
     ("order above reversed order, image R@1", "1k image R@1", ORDER, REV),
     ("order above reversed order, rsum", "1k rsum", ORDER, REV),
 ]
+
+KEYS = ["method", "metric"]  # what a row of the report is
 
 
 def one_seed(cfg: dict, workdir, device, workers: int) -> tuple[pd.DataFrame, dict, str]:
@@ -72,15 +74,11 @@ def main() -> None:
         models.update({f"seed {seed}, {k}": v for k, v in recs.items()})
     seeds = pd.concat(per_seed, ignore_index=True)
     claims = spread.claims(seeds, CLAIMS)
-    out = spread.long_table(seeds, claims, ["method", "metric"])
     notes = (
         "Notebook 03's main rows (Fashion-MNIST Scenes, the full preset's sizes) retrained from each seed; a seed "
         "draws the scenes and captions, the frozen item CNN and every model, so the data differ between seeds too "
         "(one fingerprint per seed in the .meta.json). 1k = mean of five 1,000-image test folds, expected tie rule. "
-        "'seed N' rows are one run each; 'mean', 'sd' (n - 1), 'min', 'max' summarise them. Claim rows (method = "
-        "the claim 'a beats b'): the mean and sd over seeds of the paired difference a - b and the verdict: 'holds "
-        "beyond the spread' when every seed agrees and the mean exceeds the sd, 'reversed' when every seed "
-        "disagrees likewise, else 'within the spread'. The paper column is COCO's, for orientation only."
+        "The paper column is COCO's, for orientation only."
     )
     meta = report_meta(
         preset=args.preset,
@@ -96,15 +94,15 @@ def main() -> None:
         seeds=args.seeds,
         rows=list(ROWS),
     )
-    show = out[out.statistic.isin(["mean", "sd"]) | out.verdict.notna()]
-    written = write_table(
+    written = spread.write_report(
         "oe_table2_seed_spread",
-        out,
+        seeds,
+        claims,
+        KEYS,
         meta,
         paths.tables,
-        title="Order-Embeddings Table 2: main rows over seeds (measurement)",
-        notes=notes,
-        show=show,
+        "Order-Embeddings Table 2: main rows over seeds (measurement)",
+        notes,
     )
     print(claims[["claim", "mean_difference", "sd_difference", "verdict"]].round(3).to_string(index=False))
     print("wrote", written["csv"])

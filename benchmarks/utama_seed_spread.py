@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from orderlib import spread
 from orderlib.experiments import utama as exp
-from orderlib.reports import git_commit, report_meta, write_table
+from orderlib.reports import git_commit, report_meta
 from orderlib.runs import resolve_device, run_paths
 from orderlib.training.workers import resolve_workers
 
@@ -47,6 +47,8 @@ CLAIMS = [
     ("order-embeddings above VSE++ with an LSTM", TOP1, ORDER, LSTM),
     ("LE above the visual product, AUC", AUC, LE, VP),
 ]
+
+KEYS = ["method", "metric"]  # what a row of the report is
 
 
 def one_seed(cfg: dict, workdir, device, workers: int) -> tuple[pd.DataFrame, dict, str]:
@@ -84,16 +86,12 @@ def main() -> None:
         models.update({f"seed {seed}, {k}": v for k, v in recs.items()})
     seeds = pd.concat(per_seed, ignore_index=True)
     claims = spread.claims(seeds, CLAIMS)
-    out = spread.long_table(seeds, claims, ["method", "metric"])
     notes = (
         "Notebook 08's headline rows of Table 1 (Fashion-MNIST Attributes, the full preset) retrained from each "
         "seed; a seed draws the unseen pairs, the rendered images, the pre-trained CNN, the random word vectors and "
         "every model, so the data differ between seeds too (one fingerprint per seed in the .meta.json). Closed "
-        "world: top-1 over the unseen test pairs; generalised: exact bias sweep. 'seed N' rows are one run each; "
-        "'mean', 'sd' (n - 1), 'min', 'max' summarise them. Claim rows (method = the claim 'a beats b'): the mean "
-        "and sd over seeds of the paired difference a - b and the verdict: 'holds beyond the spread' when every "
-        "seed agrees and the mean exceeds the sd, 'reversed' when every seed disagrees likewise, else 'within the "
-        "spread'. The paper column is MIT-States', for orientation only."
+        "world: top-1 over the unseen test pairs; generalised: exact bias sweep. The paper column is MIT-States', "
+        "for orientation only."
     )
     meta = report_meta(
         preset=args.preset,
@@ -109,15 +107,15 @@ def main() -> None:
         seeds=args.seeds,
         rows=list(ROWS),
     )
-    show = out[out.statistic.isin(["mean", "sd"]) | out.verdict.notna()]
-    written = write_table(
+    written = spread.write_report(
         "utama_seed_spread",
-        out,
+        seeds,
+        claims,
+        KEYS,
         meta,
         paths.tables,
-        title="Utama Table 1: headline rows over seeds (measurement)",
-        notes=notes,
-        show=show,
+        "Utama Table 1: headline rows over seeds (measurement)",
+        notes,
     )
     print(claims[["claim", "mean_difference", "sd_difference", "verdict"]].round(3).to_string(index=False))
     print("wrote", written["csv"])

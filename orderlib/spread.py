@@ -72,3 +72,21 @@ def long_table(seeds: pd.DataFrame, claim_rows: pd.DataFrame, keys: list[str]) -
         .assign(paper=None, statistic=lambda d: d.statistic.str.replace("_difference", " of a - b"))
     )
     return pd.concat([per_seed, stats, judged], ignore_index=True)[[*keys, "statistic", "paper", "ours", "verdict"]]
+
+
+RULE = (
+    "'seed N' rows are one run each; 'mean', 'sd' (n - 1), 'min', 'max' summarise them. Claim rows (method = "
+    "the claim 'a beats b'): the mean and sd over seeds of the paired difference a - b and the verdict: 'holds "
+    "beyond the spread' when every seed agrees and the mean exceeds the sd, 'reversed' when every seed "
+    "disagrees likewise, else 'within the spread'."
+)
+
+
+def write_report(table_id: str, seeds, claim_rows, keys, meta: dict, out_dir, title: str, notes: str) -> dict:
+    """Write a seed-spread report (`long_table`; the Markdown shows mean, sd and the claims, the CSV
+    every seed) with `notes` followed by how to read it (RULE); return reports.write_table's paths."""
+    from orderlib.reports import write_table
+
+    out = long_table(seeds, claim_rows, keys)
+    show = out[out.statistic.isin(["mean", "sd"]) | out.verdict.notna()]
+    return write_table(table_id, out, meta, out_dir, title=title, notes=f"{notes} {RULE}", show=show)

@@ -53,3 +53,20 @@ def test_long_table_holds_seeds_summary_and_claims_with_their_verdict():
     mean = out[(out.method == "a beats b") & (out.statistic == "mean of a - b")].iloc[0]
     assert mean.ours == pytest.approx(8 / 3) and mean.verdict == spread.HOLDS and mean.table == "T"
     assert out[out.statistic == "sd of a - b"].ours.iloc[0] == pytest.approx(0.57735, abs=1e-5)
+
+
+def test_write_report_writes_every_seed_and_shows_the_summary(tmp_path):
+    df = pd.DataFrame(
+        [
+            dict(method=m, metric="R@1", paper=None, seed=s, ours=v)
+            for m, vs in (("a", [3, 4]), ("b", [1, 2]))
+            for s, v in enumerate(vs)
+        ]
+    )
+    claims = spread.claims(df, [("a beats b", "R@1", "a", "b")])
+    meta = dict(preset="small", seed=[0, 1], device="cpu", data_source="toy", data_fingerprint="t", wall_time_s=0.0)
+    paths = spread.write_report("toy_seed_spread", df, claims, ["method", "metric"], meta, tmp_path, "Toy", "Toy data.")
+    csv = pd.read_csv(paths["csv"])
+    assert {"seed 0", "seed 1", "mean", "sd", "mean of a - b"} <= set(csv.statistic)
+    md = paths["md"].read_text()
+    assert "seed 0" not in md and "holds beyond the spread" in md and "Toy data. 'seed N' rows" in md
