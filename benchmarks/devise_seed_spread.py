@@ -17,7 +17,6 @@ import time
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from orderlib import spread
 from orderlib.data.fashion_mnist import CLASSES, load_fashion_mnist
@@ -131,20 +130,12 @@ def main() -> None:
     paths = run_paths("devise_seed_spread", args.preset)
     work = run_paths("devise_seeds", args.preset).checkpoints
     test = load_fashion_mnist("test")
-    per_seed, models, fingerprints = [], {}, set()
-    for seed in tqdm(args.seeds, desc="seeds"):
-        cfg = {**exp.PRESETS[args.preset], "seed": seed}
-        # the notebooks' own seed shares their checkpoints: notebooks 06 and 07 then load what this trained
-        folder = (
-            run_paths("devise", args.preset).checkpoints
-            if seed == exp.PRESETS[args.preset]["seed"]
-            else work / f"seed{seed}"
-        )
-        df, recs, fp = one_seed(cfg, folder, test)
-        fingerprints.add(fp)
-        per_seed.append(df.assign(seed=seed))
-        models.update({f"seed {seed}, {k}": v for k, v in recs.items()})
-    seeds = pd.concat(per_seed, ignore_index=True)
+    base = exp.PRESETS[args.preset]
+
+    def folder(seed):  # the notebooks' own seed shares their checkpoints: notebooks 06 and 07 then load it
+        return run_paths("devise", args.preset).checkpoints if seed == base["seed"] else work / f"seed{seed}"
+
+    seeds, models, fingerprints = spread.run_seeds(args.seeds, lambda s: one_seed({**base, "seed": s}, folder(s), test))
     claims = pd.concat(
         [spread.claims(seeds[seeds.table == t], [(c, m, a, b)]).assign(table=t) for c, t, m, a, b in CLAIMS],
         ignore_index=True,
@@ -161,7 +152,7 @@ def main() -> None:
         device="cpu",
         commit=commit,
         data_source=exp.source(cfg.get("word_vectors")),
-        data_fingerprint=" ".join(sorted(fingerprints)),
+        data_fingerprint=" ".join(sorted(set(fingerprints))),
         wall_time_s=time.perf_counter() - t0,
         trained=models,
         config=cfg,

@@ -17,7 +17,6 @@ import argparse
 import time
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from orderlib import spread
 from orderlib.experiments import oe_retrieval as exp
@@ -62,17 +61,14 @@ def main() -> None:
     paths = run_paths("oe_table2_seed_spread", args.preset)
     work = run_paths("oe_retrieval_seeds", args.preset).checkpoints
     base = {**exp.PRESETS[args.preset], "data": "scenes", "matmul": "fp32"}
-    per_seed, models, fingerprints = [], {}, []
-    for seed in tqdm(args.seeds, desc="seeds"):
-        cfg = {**base, "seed": seed}
-        # the notebook's own seed shares its checkpoints: notebook 03 then loads what this trained
+
+    def folder(seed):  # the notebook's own seed shares its checkpoints: notebook 03 then loads it
         own = seed == exp.PRESETS[args.preset]["seed"]
-        folder = run_paths("oe_retrieval_scenes", args.preset).checkpoints if own else work / f"seed{seed}"
-        df, recs, fp = one_seed(cfg, folder, device, workers)
-        fingerprints.append(fp)
-        per_seed.append(df.assign(seed=seed))
-        models.update({f"seed {seed}, {k}": v for k, v in recs.items()})
-    seeds = pd.concat(per_seed, ignore_index=True)
+        return run_paths("oe_retrieval_scenes", args.preset).checkpoints if own else work / f"seed{seed}"
+
+    seeds, models, fingerprints = spread.run_seeds(
+        args.seeds, lambda s: one_seed({**base, "seed": s}, folder(s), device, workers)
+    )
     claims = spread.claims(seeds, CLAIMS)
     notes = (
         "Notebook 03's main rows (Fashion-MNIST Scenes, the full preset's sizes) retrained from each seed; a seed "

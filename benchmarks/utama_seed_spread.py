@@ -16,7 +16,6 @@ import argparse
 import time
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from orderlib import spread
 from orderlib.experiments import utama as exp
@@ -75,16 +74,13 @@ def main() -> None:
     paths = run_paths("utama_seed_spread", args.preset)
     work = run_paths("utama_seeds", args.preset).checkpoints
     base = exp.PRESETS[args.preset]
-    per_seed, models, fingerprints = [], {}, []
-    for seed in tqdm(args.seeds, desc="seeds"):
-        cfg = {**base, "seed": seed}
-        # the notebook's own seed shares its checkpoints: notebook 08 then loads what this trained
-        folder = run_paths("utama", args.preset).checkpoints if seed == base["seed"] else work / f"seed{seed}"
-        df, recs, fp = one_seed(cfg, folder, device, workers)
-        fingerprints.append(fp)
-        per_seed.append(df.assign(seed=seed))
-        models.update({f"seed {seed}, {k}": v for k, v in recs.items()})
-    seeds = pd.concat(per_seed, ignore_index=True)
+
+    def folder(seed):  # the notebook's own seed shares its checkpoints: notebook 08 then loads it
+        return run_paths("utama", args.preset).checkpoints if seed == base["seed"] else work / f"seed{seed}"
+
+    seeds, models, fingerprints = spread.run_seeds(
+        args.seeds, lambda s: one_seed({**base, "seed": s}, folder(s), device, workers)
+    )
     claims = spread.claims(seeds, CLAIMS)
     notes = (
         "Notebook 08's headline rows of Table 1 (Fashion-MNIST Attributes, the full preset) retrained from each "

@@ -90,3 +90,17 @@ def write_report(table_id: str, seeds, claim_rows, keys, meta: dict, out_dir, ti
     out = long_table(seeds, claim_rows, keys)
     show = out[out.statistic.isin(["mean", "sd"]) | out.verdict.notna()]
     return write_table(table_id, out, meta, out_dir, title=title, notes=f"{notes} {RULE}", show=show)
+
+
+def run_seeds(seeds, one, progress: bool = True) -> tuple[pd.DataFrame, dict, list]:
+    """Call `one(seed)` -> (long rows, {model: record}, data fingerprint) for each seed; return the rows
+    with a `seed` column, the models named "seed N, <model>" and the fingerprints in seed order."""
+    from tqdm.auto import tqdm
+
+    rows, models, fingerprints = [], {}, []
+    for seed in tqdm(seeds, desc="seeds", disable=not progress):
+        df, recs, fp = one(seed)
+        rows.append(df.assign(seed=seed))
+        models.update({f"seed {seed}, {k}": v for k, v in recs.items()})
+        fingerprints.append(fp)
+    return pd.concat(rows, ignore_index=True), models, fingerprints

@@ -8,6 +8,15 @@ from test_facts import fake
 from orderlib.data.facts import Fact
 from orderlib.experiments import sherlock as exp
 
+TINY_SEM = dict(  # a SEM preset that trains in a second
+    seed=0,
+    train_images=200,
+    test_per_fact=1,
+    dev_per_fact=1,
+    sem=dict(epochs=1, hidden=8, batch=32),
+    order=dict(margin=0.05),
+)
+
 
 def fake_task(cfg: dict, word_dim: int, gloss_dim: int | None = None):
     """exp.fact_task on synthetic Fashion-MNIST items and random word vectors (and random GLOSS
@@ -151,14 +160,7 @@ def test_sem_rows_seed_seeds_the_model_not_the_data(tmp_path):
     into its own checkpoint; the default seed is the preset's (same model, same file name)."""
     from orderlib.encoders.cnn import ItemCNN
 
-    cfg = dict(
-        seed=0,
-        train_images=200,
-        test_per_fact=1,
-        dev_per_fact=1,
-        sem=dict(epochs=1, hidden=8, batch=32),
-        order=dict(margin=0.05),
-    )
+    cfg = dict(TINY_SEM)
     t = fake_task(cfg, word_dim=4)
     data = exp.FactData(t, {s: getattr(t, s).render() for s in ("train", "dev", "test")}, {})
     cnn = ItemCNN(10, 4, in_channels=3)
@@ -180,14 +182,7 @@ def test_sem_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_p
     training them on one thread, counted as trained in this run."""
     from orderlib.encoders.cnn import ItemCNN
 
-    cfg = dict(
-        seed=0,
-        train_images=200,
-        test_per_fact=1,
-        dev_per_fact=1,
-        sem=dict(epochs=1, hidden=8, batch=32),
-        order=dict(margin=0.05),
-    )
+    cfg = dict(TINY_SEM)
     t = fake_task(cfg, word_dim=4)
     data = exp.FactData(t, {s: getattr(t, s).render() for s in ("train", "dev", "test")}, {})
     cnn = ItemCNN(10, 4, in_channels=3)
@@ -209,14 +204,7 @@ def test_gloss_row_regresses_its_own_language_view(tmp_path):
     from orderlib.encoders.cnn import ItemCNN
     from orderlib.training.sherlock import embed_images
 
-    cfg = dict(
-        seed=0,
-        train_images=200,
-        test_per_fact=1,
-        dev_per_fact=1,
-        sem=dict(epochs=1, hidden=8, batch=32),
-        order=dict(margin=0.05),
-    )
+    cfg = dict(TINY_SEM)
     t = fake_task(cfg, word_dim=4, gloss_dim=6)
     gloss = exp.GLOSS
     assert t.languages[gloss].shape == (len(t.facts), 3, 6) and t.language.shape == (len(t.facts), 3, 4)

@@ -70,3 +70,12 @@ def test_write_report_writes_every_seed_and_shows_the_summary(tmp_path):
     assert {"seed 0", "seed 1", "mean", "sd", "mean of a - b"} <= set(csv.statistic)
     md = paths["md"].read_text()
     assert "seed 0" not in md and "holds beyond the spread" in md and "Toy data. 'seed N' rows" in md
+
+
+def test_run_seeds_tags_rows_and_models_with_their_seed():
+    def one(seed):
+        return pd.DataFrame([dict(method="a", metric="m", ours=float(seed))]), {"cnn": {"s": seed}}, f"fp{seed}"
+
+    rows, models, fps = spread.run_seeds([2, 0], one, progress=False)
+    assert rows.seed.tolist() == [2, 0] and rows.ours.tolist() == [2.0, 0.0]
+    assert models == {"seed 2, cnn": {"s": 2}, "seed 0, cnn": {"s": 0}} and fps == ["fp2", "fp0"]
