@@ -145,17 +145,16 @@ def main() -> None:
         "label vectors, the CNN, every DeViSE model); Fashion-MNIST, WordNet 3.0 and the GloVe 6B vectors of the "
         "'devise' rows are real data, the same in every run. hit@k in %, hp@k as fractions."
     )
-    cfg = exp.PRESETS[args.preset]
     meta = report_meta(
         preset=args.preset,
         seed=args.seeds,
         device="cpu",
         commit=commit,
-        data_source=exp.source(cfg.get("word_vectors")),
+        data_source=exp.source(base.get("word_vectors")),
         data_fingerprint=" ".join(sorted(set(fingerprints))),
         wall_time_s=time.perf_counter() - t0,
         trained=models,
-        config=cfg,
+        config=base,
         seeds=args.seeds,
     )
     written = spread.write_report(

@@ -70,6 +70,12 @@ def _unit(words: list[str], vectors: np.ndarray) -> WordVectors:
     return WordVectors(words, vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12))
 
 
+def random_vectors(shape: tuple[int, int], seed: int) -> np.ndarray:
+    """Unit vectors drawn from a generator of `seed`'s own: random label vectors, a random word table."""
+    vec = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return vec / np.linalg.norm(vec, axis=1, keepdims=True)
+
+
 def train_skipgram(sentences: list[list[str]], cfg: SkipGramConfig) -> WordVectors:
     """Train skip-gram with negative sampling (gensim's word2vec, one worker so that a seed gives
     one result) on token lists; return unit-norm vectors."""
@@ -88,7 +94,7 @@ def train_skipgram(sentences: list[list[str]], cfg: SkipGramConfig) -> WordVecto
         workers=1,
         seed=cfg.seed,
     )
-    return _unit(list(model.wv.index_to_key), model.wv.vectors)
+    return _unit([str(w) for w in model.wv.index_to_key], model.wv.vectors)  # not numpy.str_: a cache loads it
 
 
 def definition_vectors(wv: WordVectors, synsets, counts: Counter, a: float = 1e-3) -> np.ndarray:

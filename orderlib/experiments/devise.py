@@ -30,6 +30,7 @@ from orderlib.encoders.skipgram import (
     SkipGramConfig,
     definition_vectors,
     load_word_vectors,
+    random_vectors,
     sense_vectors,
     train_skipgram,
     wordnet_corpus,
@@ -200,9 +201,7 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
     )
     sg = cached(Path(workdir) / "skipgram_labels.pt", sg_key, build_skipgram)
     dim = (pre or sg)["vectors"].shape[1]
-    rng = np.random.default_rng(cfg["seed"])
-    rand = rng.standard_normal((len(graph.names), dim)).astype(np.float32)
-    rand /= np.linalg.norm(rand, axis=1, keepdims=True)
+    rand = random_vectors((len(graph.names), dim), cfg["seed"])
 
     def build_order():
         built.add("order")

@@ -40,9 +40,9 @@ from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, train_item_
 from orderlib.encoders.skipgram import (
     NAMED_VECTORS,
     SkipGramConfig,
-    WordVectors,
     definition_vectors,
     load_word_vectors,
+    random_vectors,
     sense_vectors,
     train_skipgram,
     wordnet_corpus,
@@ -200,12 +200,6 @@ def vector_note(word_vectors: str | None, tokens: bool) -> str:
 def word_vectors(cfg: dict, workdir: Path) -> tuple[dict[str, np.ndarray], dict]:
     """The stand-in's word vectors of every row (`vector_sets` of `synset_vectors`), and notes on them."""
     return vector_sets(cfg, synset_vectors(cfg, workdir), workdir)
-
-
-def random_vectors(shape: tuple[int, int], seed: int) -> np.ndarray:
-    """Unit vectors drawn from a generator of `seed`'s own: Utama's randomly initialised word table."""
-    vec = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    return vec / np.linalg.norm(vec, axis=1, keepdims=True)
 
 
 def vector_sets(
@@ -719,10 +713,9 @@ def token_vectors(cfg: dict, words: list[str], workdir: Path) -> np.ndarray:
         ensure_wordnet("3.0")
 
         def build():
-            wv = train_skipgram(
+            return train_skipgram(
                 wordnet_corpus(open_wordnet("3.0")), SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"])
             )
-            return WordVectors([str(w) for w in wv.words], wv.vectors)  # gensim's numpy.str_ words: not loadable
 
         wv = cached(
             Path(workdir) / "skipgram_tokens.pt",
