@@ -101,13 +101,19 @@ SAFE_GLOBALS = (
     WordVectors,  # utama's skip-gram cache: a dataclass of words and an array, no __setstate__ or __reduce__
 )
 _LOADING = threading.Lock()  # safe_globals edits torch's process-wide allowlist: one load at a time
-_REFUSED = re.compile(r"GLOBAL (\S+) (?:was not an allowed global|whose module \S+ is blocked)")
+# torch names a refused function or class in one of two wordings: a GLOBAL opcode it will not resolve, or a
+# class it resolved (an allowlisted dtype's own class, e.g. numpy.dtypes.StrDType) but will not build.
+_REFUSED = re.compile(
+    r"GLOBAL (\S+) (?:was not an allowed global|whose module \S+ is blocked)"
+    r"|Can only build .*? but got <class '([^']+)'>",
+    re.S,
+)
 
 
 def refused_global(exc: BaseException) -> str | None:
     """The function or class (`module.name`) a weights-only torch.load refused, or None for other errors."""
     m = _REFUSED.search(str(exc)) if isinstance(exc, pickle.UnpicklingError) else None
-    return m.group(1) if m else None
+    return (m.group(1) or m.group(2)) if m else None
 
 
 def load_checkpoint(path: Path) -> dict | None:
@@ -135,7 +141,7 @@ def load_checkpoint(path: Path) -> dict | None:
         if refused is not None:
             raise CheckpointError(
                 f"checkpoint {path} was not loaded: it names {refused}, which is not a type "
-                f"a checkpoint may hold, and loading it would run code. It is left in place: "
+                f"a checkpoint may hold, and loading it could run code. It is left in place: "
                 f"remove it to train anew"
             ) from None
         damaged = path.with_name(path.name + ".damaged")

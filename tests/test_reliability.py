@@ -312,7 +312,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_and_left_in_place(tmp_path,
     with pytest.raises(
         CheckpointError,
         match=rf"checkpoint \S*shared\.pt was not loaded: it names {named}\b.*"
-        r"loading it would run code",
+        r"loading it could run code",
     ):
         load_checkpoint(ckpt)
     model = torch.nn.Linear(1, 1)
@@ -333,6 +333,17 @@ def test_a_checkpoint_that_would_run_code_is_refused_and_left_in_place(tmp_path,
     assert ckpt.read_bytes() == content and not (tmp_path / "shared.pt.damaged").exists()  # left where it was
     torch.load(ckpt, weights_only=False)  # the file is a real exploit: unpickled, it runs its payload
     assert marker.exists()
+
+
+def test_a_checkpoint_of_a_type_torch_will_not_build_is_refused_not_discarded(tmp_path):
+    """numpy str words (torch resolves the dtype's class, then refuses to build it) are a refused type, not
+    damage: the file stays where it is and the error names the class."""
+    ckpt = tmp_path / "words.pt"
+    torch.save({"words": [np.str_("sandal")]}, ckpt)
+    content = ckpt.read_bytes()
+    with pytest.raises(CheckpointError, match=r"words\.pt was not loaded: it names numpy\.dtypes\.StrDType\b"):
+        load_checkpoint(ckpt)
+    assert ckpt.read_bytes() == content and not (tmp_path / "words.pt.damaged").exists()
 
 
 def test_fit_checkpoints_round_trip(tmp_path, monkeypatch):
