@@ -75,6 +75,7 @@ bench-seeds: data
 	$(PY) benchmarks/retrieval_seed_spread.py
 	$(PY) benchmarks/utama_seed_spread.py
 	$(PY) benchmarks/sherlock_seed_spread.py
+	$(PY) benchmarks/sherlock_table4_seed_spread.py
 
 # On a machine with a CUDA device: the CUDA tests, bench_penalty's CUDA rows, a torchrun training on
 # NCCL and notebooks 03-05 on the GPU (bench_reproduce_cuda); logs under runs/gpu_check/.

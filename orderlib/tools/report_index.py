@@ -215,6 +215,13 @@ REPORTS = {
         [],
         "stand-in: Fashion-MNIST Facts for 6DS",
     ),
+    "sherlock_table4_seed_spread": (
+        "Elhoseiny et al. (Sherlock)",
+        "Tables 4 and 5's headline claims over seeds, both protocols, with verdicts (measurement)",
+        "benchmarks/sherlock_table4_seed_spread.py",
+        [],
+        "stand-in: Fashion-MNIST Facts for the large-scale set",
+    ),
     "devise_seed_spread": (
         "Frome et al. (DeViSE)",
         "Table 1 and zero-shot headline rows over seeds, claims with verdicts (measurement)",
