@@ -12,7 +12,6 @@ with its verdict, orderlib.spread); checkpoints under runs/<preset>/checkpoints/
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -122,19 +121,14 @@ def one_seed(cfg: dict, workdir, test) -> tuple[pd.DataFrame, dict, str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="full", choices=list(exp.PRESETS))
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    args = ap.parse_args()
+    args = spread.command_line(__doc__, exp.PRESETS, workers=False)
     t0, commit = time.perf_counter(), git_commit()
     paths = run_paths("devise_seed_spread", args.preset)
-    work = run_paths("devise_seeds", args.preset).checkpoints
     test = load_fashion_mnist("test")
     base = exp.PRESETS[args.preset]
 
-    def folder(seed):  # the notebooks' own seed shares their checkpoints: notebooks 06 and 07 then load it
-        return run_paths("devise", args.preset).checkpoints if seed == base["seed"] else work / f"seed{seed}"
-
+    # the notebook's own seed uses its checkpoints, so notebooks 06 and 07 then load it
+    folder = spread.seed_folders("devise", "devise_seeds", args.preset, base["seed"])
     seeds, models, fingerprints = spread.run_seeds(args.seeds, lambda s: one_seed({**base, "seed": s}, folder(s), test))
     claims = pd.concat(
         [spread.claims(seeds[seeds.table == t], [(c, m, a, b)]).assign(table=t) for c, t, m, a, b in CLAIMS],

@@ -14,7 +14,6 @@ uses notebook 09's checkpoints, runs/<preset>/checkpoints/sherlock/).
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import pandas as pd
@@ -93,23 +92,16 @@ def one_seed(cfg: dict, workdir, shared, device, workers: int) -> tuple[pd.DataF
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="full", choices=list(exp.PRESETS))
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--workers", default="auto", help="rows trained side by side (training.workers)")
-    args = ap.parse_args()
+    args = spread.command_line(__doc__, exp.PRESETS)
     t0, commit = time.perf_counter(), git_commit()
     device = resolve_device("auto")
     workers = resolve_workers(args.workers, device)
     paths = run_paths("sherlock_table4_seed_spread", args.preset)
-    work = run_paths("sherlock_table4_seeds", args.preset).checkpoints
     shared = run_paths("utama", args.preset).checkpoints  # notebook 08's CNN and skip-gram, as notebook 09
     base = exp.PRESETS[args.preset]
 
-    def folder(seed):  # the notebook's own seed shares its checkpoints: notebook 09 then loads it
-        own = seed == base["seed"]
-        return run_paths("sherlock", args.preset).checkpoints if own else work / f"seed{seed}"
-
+    # the notebook's own seed uses its checkpoints, so notebook 09 then loads it
+    folder = spread.seed_folders("sherlock", "sherlock_table4_seeds", args.preset, base["seed"])
     seeds, models, fingerprints = spread.run_seeds(
         args.seeds, lambda s: one_seed({**base, "seed": s}, folder(s), shared, device, workers)
     )

@@ -12,7 +12,6 @@ checkpoints, runs/<preset>/checkpoints/utama/).
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import pandas as pd
@@ -63,21 +62,15 @@ def one_seed(cfg: dict, workdir, device, workers: int) -> tuple[pd.DataFrame, di
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="full", choices=list(exp.PRESETS))
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--workers", default="auto", help="rows trained side by side (training.workers)")
-    args = ap.parse_args()
+    args = spread.command_line(__doc__, exp.PRESETS)
     t0, commit = time.perf_counter(), git_commit()
     device = resolve_device("auto")
     workers = resolve_workers(args.workers, device)
     paths = run_paths("utama_seed_spread", args.preset)
-    work = run_paths("utama_seeds", args.preset).checkpoints
     base = exp.PRESETS[args.preset]
 
-    def folder(seed):  # the notebook's own seed shares its checkpoints: notebook 08 then loads it
-        return run_paths("utama", args.preset).checkpoints if seed == base["seed"] else work / f"seed{seed}"
-
+    # the notebook's own seed uses its checkpoints, so notebook 08 then loads it
+    folder = spread.seed_folders("utama", "utama_seeds", args.preset, base["seed"])
     seeds, models, fingerprints = spread.run_seeds(
         args.seeds, lambda s: one_seed({**base, "seed": s}, folder(s), device, workers)
     )

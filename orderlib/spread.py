@@ -7,6 +7,8 @@ it is *reversed* when the same is true of the opposite sign; otherwise it is *wi
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pandas as pd
 
@@ -104,3 +106,27 @@ def run_seeds(seeds, one, progress: bool = True) -> tuple[pd.DataFrame, dict, li
         models.update({f"seed {seed}, {k}": v for k, v in recs.items()})
         fingerprints.append(fp)
     return pd.concat(rows, ignore_index=True), models, fingerprints
+
+
+def command_line(doc: str, presets, workers: bool = True, argv=None) -> argparse.Namespace:
+    """A seed-spread script's arguments: --preset (default "full"), --seeds (default 0 1 2) and, where
+    its rows train side by side, --workers (training.workers; default "auto")."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="full", choices=list(presets))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    if workers:
+        ap.add_argument("--workers", default="auto", help="rows trained side by side (training.workers)")
+    return ap.parse_args(argv)
+
+
+def seed_folders(notebook: str, others: str, preset: str, own_seed: int):
+    """seed -> checkpoint folder: the notebook's own (`notebook`'s checkpoints, so the notebook then
+    loads that seed's models) for `own_seed`, `<others>/seed<N>` for any other seed."""
+    from orderlib.runs import run_paths
+
+    def folder(seed: int):
+        if seed == own_seed:
+            return run_paths(notebook, preset).checkpoints
+        return run_paths(others, preset).checkpoints / f"seed{seed}"
+
+    return folder

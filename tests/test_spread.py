@@ -79,3 +79,22 @@ def test_run_seeds_tags_rows_and_models_with_their_seed():
     rows, models, fps = spread.run_seeds([2, 0], one, progress=False)
     assert rows.seed.tolist() == [2, 0] and rows.ours.tolist() == [2.0, 0.0]
     assert models == {"seed 2, cnn": {"s": 2}, "seed 0, cnn": {"s": 0}} and fps == ["fp2", "fp0"]
+
+
+def test_command_line_defaults_and_workers_flag():
+    args = spread.command_line("doc", {"full": {}, "small": {}}, argv=[])
+    assert (args.preset, args.seeds, args.workers) == ("full", [0, 1, 2], "auto")
+    args = spread.command_line(
+        "doc", {"full": {}, "small": {}}, workers=False, argv=["--preset", "small", "--seeds", "4"]
+    )
+    assert (args.preset, args.seeds, hasattr(args, "workers")) == ("small", [4], False)
+
+
+def test_seed_folders_share_the_notebooks_checkpoints_only_for_its_seed(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORDERLIB_RUNS", str(tmp_path))
+    from orderlib.runs import run_paths
+
+    folder = spread.seed_folders("utama", "utama_seeds", "small", 0)
+    assert folder(0) == run_paths("utama", "small").checkpoints
+    assert folder(2) == run_paths("utama_seeds", "small").checkpoints / "seed2"
+    assert folder(0) != folder(2).parent
