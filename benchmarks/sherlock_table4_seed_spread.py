@@ -75,10 +75,10 @@ def headline(method: str, dist, task) -> list[dict]:
     return rows
 
 
-def one_seed(cfg: dict, workdir, shared, device, workers: int) -> tuple[pd.DataFrame, dict, str]:
-    """One seed's headline rows, the models they rest on and the data's fingerprint."""
-    cnn, _, words = exp.pretrained(cfg, shared, device, progress=False)
-    data = exp.fact_data(cfg, words, cnn, gloss=exp.gloss_words(cfg, shared))
+def one_seed(cfg: dict, workdir, cnn, words, gloss, device, workers: int) -> tuple[pd.DataFrame, dict, str]:
+    """One seed's headline rows, the models they rest on and the data's fingerprint; the CNN and the
+    word vectors (`words`, `gloss`) are the same in every seed."""
+    data = exp.fact_data(cfg, words, cnn, gloss=gloss)
     results = exp.train_sem_rows(cfg, data, cnn, workdir, device, progress=False, rows=list(SEM_ROWS), workers=workers)
     results.update(exp.closed_form_rows(cfg, data))
     results.update(exp.caption_retrained_rows(cfg, data, workdir, device, progress=False, workers=workers))
@@ -99,11 +99,13 @@ def main() -> None:
     paths = run_paths("sherlock_table4_seed_spread", args.preset)
     shared = run_paths("utama", args.preset).checkpoints  # notebook 08's CNN and skip-gram, as notebook 09
     base = exp.PRESETS[args.preset]
+    cnn, _, words = exp.pretrained(base, shared, device, progress=False)  # no seed of their own: loaded once
+    gloss = exp.gloss_words(base, shared)
 
     # the notebook's own seed uses its checkpoints, so notebook 09 then loads it
     folder = spread.seed_folders("sherlock", "sherlock_table4_seeds", args.preset, base["seed"])
     seeds, models, fingerprints = spread.run_seeds(
-        args.seeds, lambda s: one_seed({**base, "seed": s}, folder(s), shared, device, workers)
+        args.seeds, lambda s: one_seed({**base, "seed": s}, folder(s), cnn, words, gloss, device, workers)
     )
     claims = spread.claims(seeds, CLAIMS)
     notes = (
