@@ -72,6 +72,7 @@ bench-penalty: data
 # what a seed draws). Each writes a *_seed_spread table that the notebooks quote.
 bench-seeds: data
 	$(PY) benchmarks/devise_seed_spread.py
+	$(PY) benchmarks/devise_pair_labels.py
 	$(PY) benchmarks/retrieval_seed_spread.py
 	$(PY) benchmarks/utama_seed_spread.py
 	$(PY) benchmarks/sherlock_seed_spread.py

@@ -229,6 +229,13 @@ REPORTS = {
         [],
         "stand-in: Fashion-MNIST + WordNet 3.0 for ImageNet",
     ),
+    "devise_pair_labels": (
+        "Frome et al. (DeViSE)",
+        "Table 1 with 200 attribute-object labels over seeds, claims with verdicts (beyond the paper)",
+        "benchmarks/devise_pair_labels.py",
+        [],
+        "stand-in: Fashion-MNIST Attributes' 200 pairs as labels, for ImageNet's 1,000",
+    ),
     "bench_label_vectors": (
         "Frome et al. (DeViSE)",
         "label vectors from word vectors: which builder follows the synset (measurement)",
