@@ -69,7 +69,7 @@ bench-penalty: data
 	$(PY) benchmarks/penalty.py
 
 # Seed spread of the headline rows (full preset, 3 seeds each; resumable; each script's docstring says
-# what a seed draws). Each writes a *_seed_spread table that the notebooks quote.
+# what a seed draws). Each writes a seed-spread table (per-seed rows, claims, verdicts) that the notebooks quote.
 bench-seeds: data
 	$(PY) benchmarks/devise_seed_spread.py
 	$(PY) benchmarks/devise_pair_labels.py
