@@ -18,6 +18,7 @@ import pandas as pd
 
 from orderlib import spread
 from orderlib.checkpoint import fingerprint
+from orderlib.data.attributes import all_pairs
 from orderlib.experiments import devise_pairs as exp
 from orderlib.experiments import utama
 from orderlib.reports import git_commit, report_meta
@@ -46,7 +47,7 @@ KEYS = ["method", "metric"]
 
 def one_seed(cfg: dict, workdir, cnn, pretrained, gloss, device) -> tuple[pd.DataFrame, dict, str]:
     """One seed's rows over all 200 labels, the models they rest on and the images' fingerprint."""
-    pairs = exp.all_pairs()
+    pairs = all_pairs()  # label i is row i
     data = exp.images(cfg, pairs)
     vectors = exp.label_vectors(pretrained, gloss, pairs, cfg["seed"])
     models, records = exp.train_rows(cnn, data, vectors, cfg, workdir, device)

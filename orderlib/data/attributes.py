@@ -152,6 +152,11 @@ def render_item(
     return (np.clip(rgb, 0, 1) * 255 + 0.5).astype(np.uint8)
 
 
+def all_pairs(n_attrs: int = len(ATTRS), n_objs: int = len(CLASSES)) -> np.ndarray:
+    """(n_attrs * n_objs, 2) int64 every (attr, obj) pair, attribute-major."""
+    return np.array([(a, o) for a in range(n_attrs) for o in range(n_objs)], np.int64)
+
+
 def split_pairs(
     n_val_unseen: int,
     n_test_unseen: int,
@@ -164,7 +169,7 @@ def split_pairs(
     "test_unseen", each (P, 2) int64 (attr, obj) in sorted order. Every attribute keeps at least
     min_seen[0] seen objects and every object min_seen[1] seen attributes (Misra et al.'s rule:
     unseen pairs are new compositions of seen primitives); a seed gives one split."""
-    pairs = np.array([(a, o) for a in range(n_attrs) for o in range(n_objs)], np.int64)
+    pairs = all_pairs(n_attrs, n_objs)
     n_unseen = n_val_unseen + n_test_unseen
     if n_unseen >= len(pairs):
         raise ValueError(f"{n_unseen} unseen pairs leave nothing to train on ({len(pairs)} pairs)")

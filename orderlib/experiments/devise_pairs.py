@@ -14,7 +14,6 @@ around a pair is the 28 pairs that share one of them.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +26,10 @@ from orderlib.encoders.cnn import ItemCNN, item_features
 from orderlib.encoders.skipgram import random_vectors
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, neighbours
 from orderlib.experiments import devise
-from orderlib.reports import git_commit, model_record
+from orderlib.experiments.utama import row_slug
+from orderlib.reports import model_record
 from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
+from orderlib.training.loop import fit
 
 PRESETS = {  # the CNN and the word vectors are notebook 08's (its preset of the same name)
     # 50 epochs at 3e-3: at notebook 06's 10 at 1e-3 both heads were still rising (held-out hit@1,
@@ -38,18 +39,6 @@ PRESETS = {  # the CNN and the word vectors are notebook 08's (its preset of the
 }
 HIT_KS, HP_KS = (1, 2, 5, 10), (2, 5, 10, 20)
 SOFTMAX = "softmax baseline"
-# row -> how its label vectors are made from the word vectors (pair_vectors' `how`)
-ROWS = {
-    "devise": "pretrained",
-    "devise (gloss skip-gram labels)": "gloss",
-    "random embeddings": "random labels",
-    "devise (random word vectors)": "random words",
-}
-
-
-def all_pairs() -> np.ndarray:
-    """(200, 2) every (attribute, object) index pair, attribute-major: label i is row i."""
-    return np.array([(a, o) for a in range(len(ATTRS)) for o in range(len(OBJECTS))], np.int64)
 
 
 def pair_graph(pairs: np.ndarray) -> list[list[int]]:
@@ -72,13 +61,12 @@ def label_vectors(pretrained: np.ndarray, gloss: np.ndarray, pairs: np.ndarray, 
     """Each row's (P, d) label vectors from the (A + O, d) pretrained and gloss skip-gram word
     vectors. Random "labels" are drawn per label, as DeViSE's random-embedding row, so pairs share
     nothing; random "words" are drawn per word and composed, so pairs share their parts' vectors."""
-    made = {
-        "pretrained": pair_vectors(pretrained, pairs),
-        "gloss": pair_vectors(gloss, pairs),
-        "random words": pair_vectors(random_vectors(pretrained.shape, seed), pairs),
-        "random labels": random_vectors((len(pairs), pretrained.shape[1]), seed + 10_000),  # not the words' rows
+    return {
+        "devise": pair_vectors(pretrained, pairs),
+        "devise (gloss skip-gram labels)": pair_vectors(gloss, pairs),
+        "random embeddings": random_vectors((len(pairs), pretrained.shape[1]), seed + 10_000),  # not the words' rows
+        "devise (random word vectors)": pair_vectors(random_vectors(pretrained.shape, seed), pairs),
     }
-    return {row: made[how] for row, how in ROWS.items()}
 
 
 def images(cfg: dict, pairs: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -96,42 +84,44 @@ def images(cfg: dict, pairs: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarr
 
 def train_softmax(cnn: ItemCNN, data: dict, n_labels: int, cfg: dict) -> tuple[nn.Linear, dict]:
     """A linear softmax layer on the frozen CNN's features, Adam for cfg["epochs"], kept at its best
-    epoch by held-out hit@1 (as DeViSE's M). Seconds of work, so no checkpoint."""
-    t0 = time.perf_counter()
+    epoch by held-out hit@1 (training.loop.fit, as DeViSE's M). Seconds of work, so no checkpoint."""
     x, y = item_features(cnn, data["train"][0]), torch.as_tensor(data["train"][1])
     hx, hy = item_features(cnn, data["held"][0]), data["held"][1]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg["seed"])
         head = nn.Linear(x.shape[1], n_labels).to(x.device)
     opt = torch.optim.Adam(head.parameters(), lr=cfg["lr"])
-    best, state = -1.0, None
-    for epoch in range(cfg["epochs"]):
-        g = torch.Generator().manual_seed(cfg["seed"] * 1000 + epoch)
-        order = torch.randperm(len(y), generator=g)
-        for i in range(0, len(order), cfg["batch"]):
+
+    def epoch(e: int) -> float:
+        g = torch.Generator().manual_seed(cfg["seed"] * 1000 + e)
+        order, total, steps = torch.randperm(len(y), generator=g), 0.0, range(0, len(y), cfg["batch"])
+        for i in steps:
             idx = order[i : i + cfg["batch"]]
             loss = nn.functional.cross_entropy(head(x[idx]), y[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
+            total += loss.item()
+        return total / len(steps)
+
+    def held_out() -> dict:
         with torch.no_grad():
-            acc = float((head(hx).argmax(1).numpy() == hy).mean())
-        if acc > best:
-            best, state = acc, {k: v.clone() for k, v in head.state_dict().items()}
-    head.load_state_dict(state)
-    return head.requires_grad_(False), model_record(time.perf_counter() - t0, git_commit(), False)
+            return {"held_out_hit@1": 100.0 * float((head(hx).argmax(1).numpy() == hy).mean())}
+
+    r = fit(head, opt, cfg, epoch, held_out, "held_out_hit@1", cfg["epochs"], cfg["epochs"], progress=False)
+    record = model_record(r.seconds, r.trained_at, r.resumed, epochs_run=len(r.history))
+    return head.requires_grad_(False), record
 
 
 def train_rows(cnn: ItemCNN, data: dict, vectors: dict[str, np.ndarray], cfg: dict, workdir: Path, device="cpu"):
-    """The softmax baseline and one DeViSE map per row of ROWS (frozen CNN, no fine-tuning stage):
+    """The softmax baseline and one DeViSE map per row of `vectors` (label_vectors) (frozen CNN, no fine-tuning stage):
     {row: model} and {row: reports.model_record}."""
     head, record = train_softmax(cnn, data, len(next(iter(vectors.values()))), cfg)
     models, records = {SOFTMAX: head}, {SOFTMAX: record}
     dcfg = DeViSEConfig(epochs=cfg["epochs"], finetune_epochs=0, batch=cfg["batch"], lr=cfg["lr"], seed=cfg["seed"])
     for row, vec in vectors.items():
-        slug = row.replace(" ", "_").replace("(", "").replace(")", "")
         models[row], _ = train_devise(
-            cnn, *data["train"], *data["held"], torch.as_tensor(vec), dcfg, device, Path(workdir) / slug, False
+            cnn, *data["train"], *data["held"], torch.as_tensor(vec), dcfg, device, Path(workdir) / row_slug(row), False
         )
         records[row] = models[row].provenance
     return models, records
