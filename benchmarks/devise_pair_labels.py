@@ -5,7 +5,7 @@ A seed draws the images (items, tints, jitter of every pair's train / held-out /
 random label and word vectors and every trained head. Notebook 08's frozen CNN and its word vectors
 (GloVe 6B 50-d, the gloss skip-gram) are the same in every seed. Writes
 reports/tables/devise_pair_labels.* (per-seed rows, mean / sd / min / max, each paired claim with
-its verdict, orderlib.spread); checkpoints under runs/<preset>/checkpoints/devise_pairs/seed<N>/.
+its verdict, orderlib.spread); checkpoints under runs/<preset>/checkpoints/devise_pair_labels/seed<N>/.
 
     .venv/bin/python benchmarks/devise_pair_labels.py [--seeds 0 1 2] [--preset full]
 """
