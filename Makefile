@@ -11,10 +11,11 @@ PRESET ?= full
 LANES ?= 1
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: help venv data browser format test reproduce resume bench bench-penalty bench-seeds gpu-check index strip notebooks clean-runs clean
+.PHONY: help venv data browser format test reproduce resume refresh bench bench-penalty bench-seeds gpu-check index strip notebooks clean-runs clean
 
 help:
 	@echo "make reproduce   regenerate reports/ from every notebook (PRESET=full by default)"
+	@echo "make refresh     rerun only the notebooks whose reports or executed copies are stale (make index says why)"
 	@echo "make test        run the library tests and execute every notebook on its small preset"
 	@echo "make format      fix lint findings ruff can fix and format the code (make test checks both)"
 	@echo "make clean       remove every run artefact (runs/: checkpoints, caches, small-preset reports, locks)"
@@ -49,7 +50,8 @@ reproduce: data clean-runs resume index
 browser: $(STAMP)
 	@$(PY) -m orderlib.tools.browser
 
-# reports/README.md: one row per report id with its provenance (checked by `make test`).
+# reports/README.md: one row per report id with its provenance and whether the code in this tree would
+# still produce it (checked by `make test`: rerun it after changing code).
 index: $(STAMP)
 	$(PY) -m orderlib.tools.report_index
 
@@ -89,6 +91,17 @@ gpu-check: data
 resume: data
 	$(PY) -m orderlib.tools.reproduce --preset $(PRESET) --lanes $(LANES) $(NOTEBOOKS)
 	@echo "reports written to reports/ (full preset) or runs/<preset>/reports (others)"
+
+# Rerun only what the code in this tree would no longer produce (reports/README.md, "Freshness"): the
+# notebooks of stale reports and of stale executed copies, on the full preset, resuming every model
+# whose checkpoint key still matches; then list the stale benchmark and seed-spread scripts
+# (orderlib/tools/reproduce.py among them: bench_reproduce, rewritten by a whole `make reproduce`).
+refresh: data
+	@nbs="$$($(PY) -m orderlib.tools.report_index --stale | grep '\.ipynb$$' || true)"; \
+	if [ -n "$$nbs" ]; then $(PY) -m orderlib.tools.reproduce --preset full --lanes $(LANES) $$nbs; \
+	else echo "every notebook's reports are current"; fi
+	$(PY) -m orderlib.tools.report_index
+	@$(PY) -m orderlib.tools.report_index --stale | { grep -v '\.ipynb$$' || true; } | sed 's/^/still stale, rerun by its script (reports\/README.md says why): /'
 
 # Strip notebook outputs, keeping only cells marked NBVAL_CHECK_OUTPUT (nbval compares those).
 strip: $(STAMP)

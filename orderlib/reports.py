@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from orderlib import freshness
 from orderlib.checkpoint import atomic_write_files
 from orderlib.paths import repo_root
 
@@ -195,7 +196,8 @@ def write_table(
     the notebook that wrote it where `make reproduce` ran one (ORDERLIB_NOTEBOOK; it attributes
     reports to notebooks run side by side), and `matmul`, the precision of matrix products in
     effect for the run's device (orderlib.precision; a notebook sets it once, from MATMUL), unless
-    given.
+    given, and `fingerprints`, the code and data that produced it (orderlib.freshness), for the
+    source named by `meta["source"]` or found by `freshness.run_source` (None where neither names one).
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
@@ -208,6 +210,7 @@ def write_table(
     from orderlib import precision
 
     out_dir = Path(out_dir or repo_root() / "reports" / "tables")
+    source = meta.get("source") or freshness.run_source()
     matmul = meta.get("matmul") or precision.in_effect("cuda" if str(meta["device"]).startswith("cuda") else "cpu")
     full_meta = {
         "id": table_id,
@@ -218,6 +221,7 @@ def write_table(
         **({"notebook": os.environ["ORDERLIB_NOTEBOOK"]} if os.environ.get("ORDERLIB_NOTEBOOK") else {}),
         **meta,
         "matmul": matmul,
+        "fingerprints": freshness.run_record(source, meta["data_fingerprint"]) if source else None,
     }
     paths = {
         "csv": out_dir / f"{table_id}.csv",

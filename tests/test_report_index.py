@@ -22,7 +22,7 @@ def test_unlisted_or_missing_reports_are_errors(tmp_path):
     text = R.render(tmp_path)
     assert (
         "| `oe_table3_snli` |" in text
-        and "| fp32 | 0123456 | not recorded | 2026-11-23 |" in text
+        and "| fp32 | 0123456 | not recorded | stale | 2026-11-23 |" in text
         and "oe_table2" not in text
     )
     assert 'e.g. "orderlib `oe_table3_snli` at 0123456"' in text  # the example cites a real table

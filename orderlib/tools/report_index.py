@@ -1,10 +1,14 @@
 """Write (or check) reports/README.md: one row per report id, what it reproduces, its files and its
 provenance (from the table's `.meta.json`).
 
-    python -m orderlib.tools.report_index           # regenerate reports/README.md
-    python -m orderlib.tools.report_index --check   # fail if it is stale or a report is unlisted
+    python -m orderlib.tools.report_index            # regenerate reports/README.md
+    python -m orderlib.tools.report_index --check    # fail if it is out of date or a report is unlisted
+    python -m orderlib.tools.report_index --stale    # the notebooks to rerun: stale reports or executed copies
+    python -m orderlib.tools.report_index --strict   # with --check: also fail on a stale report or copy
 
-A report on disk that `REPORTS` lacks, or an entry whose files are missing, is an error.
+A report on disk that `REPORTS` lacks, or an entry whose files are missing, is an error. Each report is
+current or stale against the code in this tree (orderlib.freshness), and so is each executed copy
+under reports/notebooks/ (its code cells against its notebook's).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from orderlib import freshness
 from orderlib.checkpoint import atomic_write_files
 from orderlib.paths import repo_root
 
@@ -334,6 +339,81 @@ def tolerance_line(rep: Path) -> str:
     )
 
 
+def report_freshness(rid: str, meta: dict, source: str, read: freshness.Reader) -> list[str]:
+    """Why report `rid` is stale against the tree `read` reads: the files whose code changed since
+    its run, or why that cannot be told; [] when it is current."""
+    record = meta.get("fingerprints")
+    if not record:
+        return ["its provenance records no fingerprints"]
+    if record["source"] != source:
+        return [f"written by {record['source']}, not {source}"]
+    return freshness.changed(record, read)
+
+
+def copy_freshness(source: str, root: Path) -> str:
+    """An executed copy's state: "current" when its code cells equal its notebook's (papermill's
+    injected parameters aside), "stale", or "" where the source has no copy."""
+    executed = reports_dir(root) / "notebooks" / Path(source).name
+    if not source.endswith(".ipynb") or not executed.exists():
+        return ""
+    same = freshness.notebook_code(json.loads(executed.read_text())) == freshness.notebook_code(
+        json.loads((Path(root) / source).read_text())
+    )
+    return "current" if same else "stale"
+
+
+def freshness_of(root: Path | None = None) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """({report id: why it is stale, [] if current}, {notebook: its executed copy's state}) for the
+    reports present under `root`."""
+    root = Path(root or repo_root())
+    read = freshness.tree_reader(root)
+    reports, copies = {}, {}
+    for rid, (_, _, source, _, _) in REPORTS.items():
+        meta_path = reports_dir(root) / "tables" / f"{rid}.meta.json"
+        if meta_path.exists():
+            reports[rid] = report_freshness(rid, json.loads(meta_path.read_text()), source, read)
+        if source.endswith(".ipynb") and (Path(root) / source).exists() and copy_freshness(source, root):
+            copies[source] = copy_freshness(source, root)
+    return reports, copies
+
+
+def stale_sources(root: Path | None = None) -> list[str]:
+    """The notebooks and scripts to rerun: sources of stale reports, and notebooks whose executed
+    copy is stale; notebooks first, in order."""
+    reports, copies = freshness_of(root)
+    out = {REPORTS[rid][2] for rid, why in reports.items() if why}
+    out |= {nb for nb, state in copies.items() if state == "stale"}
+    return sorted(out, key=lambda s: (not s.endswith(".ipynb"), s))
+
+
+def _freshness_section(reports: dict[str, list[str]], copies: dict[str, str]) -> str:
+    stale = {rid: why for rid, why in reports.items() if why}
+    lines = [
+        "## Freshness\n",
+        f"{len(reports) - len(stale)} of {len(reports)} reports are current against the code in this tree, and "
+        f"{sum(s == 'current' for s in copies.values())} of {len(copies)} executed notebooks match their "
+        "notebook's code ([fresh and stale](../docs/glossary.md#fresh-and-stale)). A report is current when "
+        "every file of code that produced it (its notebook or script, and each `orderlib/` file that imports "
+        "reach from it) is unchanged, comments, docstrings and layout aside. `make refresh` reruns the "
+        "notebooks of stale reports and stale executed copies, loading every model whose checkpoint key "
+        "still matches; a stale benchmark or seed-spread report is rerun by its script.\n",
+    ]
+    if stale:
+        lines.append("| id | stale: the code changed since its run in |\n|---|---|")
+        for rid, why in stale.items():
+            shown = ", ".join(f"`{w}`" if "/" in w and " " not in w else w for w in why[:6])
+            lines.append(f"| `{rid}` | {shown}{f' and {len(why) - 6} more' if len(why) > 6 else ''} |")
+        lines.append("")
+    bad = sorted(nb for nb, state in copies.items() if state == "stale")
+    if bad:
+        lines.append(
+            "Executed copies whose code cells differ from their notebook's: "
+            + ", ".join(f"[{Path(nb).name}](notebooks/{Path(nb).name})" for nb in bad)
+            + ".\n"
+        )
+    return "\n".join(lines)
+
+
 def render(root: Path | None = None) -> str:
     """Return the index's Markdown for the reports under `root`/reports; raise on any mismatch."""
     rep = reports_dir(root)
@@ -345,6 +425,7 @@ def render(root: Path | None = None) -> str:
         f"reports/figures/{f}.png has no entry in REPORTS" for f in sorted(figures - listed_figures - set(REPORTS))
     ]
     rows = []
+    fresh, copies = freshness_of(root)
     for rid, (paper, what, source, figs, data) in REPORTS.items():
         has_table = rid in tables
         if not has_table and rid not in figures:
@@ -373,9 +454,10 @@ def render(root: Path | None = None) -> str:
                 f"reports/tables/{rid}.meta.json does not say which matrix-product precision ran "
                 "(`matmul`, orderlib.precision)"
             )
+        state = ("stale" if fresh[rid] else "current") if has_table else copies.get(source, "")
         rows.append(
             f"| `{rid}` | {paper} | {what} | {meta.get('preset', 'full')} | {meta.get('matmul', '')} | "
-            f"{commit} | {models} | "
+            f"{commit} | {models} | {state} | "
             f"{str(meta.get('created', ''))[:10]} | {data} | {' · '.join(links)} | [{Path(source).name}](../{source}) |"
         )
     if problems:
@@ -394,16 +476,52 @@ def render(root: Path | None = None) -> str:
         '`training` block of the .meta.json); "products" is the matrix-product precision that ran '
         "(`-p MATMUL`; fp32 unless stated). Figure-only reports carry no provenance file.\n\n"
         + tolerance_line(rep)
-        + "| id | paper | reproduces | preset | products | commit | models trained at | date | data | files | source |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+        + "| id | paper | reproduces | preset | products | commit | models trained at | fresh | date | data | files "
+        "| source |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
-    return head + "\n".join(rows) + "\n"
+    return head + "\n".join(rows) + "\n\n" + _freshness_section(fresh, copies)
+
+
+def backfill(root: Path | None = None) -> list[str]:
+    """Give each report whose provenance has no `fingerprints` the ones of its source at the commit
+    it names (for reports written before they were recorded); return the ids filled. A report run
+    from a modified tree ("-dirty") or from a commit this clone lacks is left without."""
+    root = Path(root or repo_root())
+    filled = []
+    for rid, (_, _, source, _, _) in REPORTS.items():
+        path = reports_dir(root) / "tables" / f"{rid}.meta.json"
+        meta = json.loads(path.read_text()) if path.exists() else None
+        commit = str((meta or {}).get("git_commit", ""))
+        if not meta or meta.get("fingerprints") or commit.endswith("-dirty") or len(commit) != 40:
+            continue
+        try:
+            read = freshness.commit_reader(commit, root)
+        except ValueError:
+            continue
+        meta["fingerprints"] = {
+            "source": source,
+            "code": freshness.fingerprints(source, read),
+            "data": meta.get("data_fingerprint"),
+            "recorded": f"after the run, from the files of commit {commit[:7]} that its provenance names",
+        }
+        atomic_write_files({path: (json.dumps(meta, indent=2, default=str) + "\n").encode()})
+        filled.append(rid)
+    return filled
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="fail if reports/README.md is stale")
+    ap.add_argument("--check", action="store_true", help="fail if reports/README.md is out of date")
+    ap.add_argument("--strict", action="store_true", help="with --check: fail on a stale report or executed copy")
+    ap.add_argument("--stale", action="store_true", help="print the notebooks and scripts to rerun, one a line")
+    ap.add_argument("--backfill", action="store_true", help="record fingerprints of reports written without them")
     args = ap.parse_args(argv)
+    if args.backfill:
+        for rid in backfill():
+            print(f"fingerprints recorded for {rid}")
+    if args.stale:
+        print("\n".join(stale_sources()))
+        return 0
     path = reports_dir() / "README.md"
     try:
         text = render()
@@ -412,8 +530,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.check:
         if not path.exists() or path.read_text() != text:
-            print(f"{path} is stale: run `python -m orderlib.tools.report_index`", file=sys.stderr)
+            print(f"{path} is out of date: run `make index`", file=sys.stderr)
             return 1
+        reports, copies = freshness_of()
+        stale = sorted(rid for rid, why in reports.items() if why)
+        copies_stale = sorted(nb for nb, state in copies.items() if state == "stale")
+        if stale or copies_stale:
+            print(
+                f"{len(stale)} of {len(reports)} reports and {len(copies_stale)} of {len(copies)} executed notebooks "
+                "are stale against this tree (reports/README.md says why; `make refresh` reruns them)",
+                file=sys.stderr,
+            )
+            return 1 if args.strict else 0
         return 0
     atomic_write_files({path: text.encode()})
     return 0

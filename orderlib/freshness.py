@@ -1,0 +1,205 @@
+"""Freshness: would the code in this tree still produce a report?
+
+A report's provenance holds `fingerprints`: one per file of code that made it, the report's source
+(a notebook's code cells, or a script) and every file of `orderlib/` that source imports, followed
+through the imports of those files (function-level imports too: a superset of what one run
+loaded), and the data's fingerprint. A file's fingerprint is that of its code, as checkpoint keys
+take it (`checkpoint.code_fingerprint`): comments, docstrings and layout leave it unchanged. The
+report is current when every recorded file has the same fingerprint in the tree now.
+
+The import closure is read statically, so that the same rule can be applied to a report written
+before fingerprints were recorded, at the commit its provenance names (`at_commit`).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from orderlib.checkpoint import code_fingerprint
+from orderlib.paths import repo_root
+
+Reader = Callable[[str], "str | None"]  # repo-relative path -> its text, or None where it does not exist
+PACKAGE = "orderlib"
+CSRC = "orderlib/csrc"
+KERNELS = "orderlib/kernels.py"  # compiles every source under csrc/
+SOURCE_FOLDERS = ("notebooks", "benchmarks", "orderlib")  # where a report's source lives (not .venv/)
+
+
+def _skip_magic(source: str) -> str:
+    return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+
+
+def notebook_code(nb: dict) -> list[str]:
+    """A notebook's code cells as code (`code_fingerprint`; IPython magics dropped), papermill's
+    injected parameters left out: what a run of it executes, whatever its outputs."""
+    cells = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code" or "injected-parameters" in cell.get("metadata", {}).get("tags", []):
+            continue
+        source = _skip_magic("".join(cell.get("source", "")))
+        try:
+            cells.append(code_fingerprint(source))
+        except SyntaxError:
+            cells.append(source.strip())
+    return cells
+
+
+def _cpp_code(text: str) -> str:
+    """C++ without comments and with white space folded (a comment edit changes no build)."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    return " ".join(text.split())
+
+
+def file_fingerprint(path: str, text: str) -> str:
+    """sha256 (12 hex digits) of the code in `text`, read by the kind of file `path` names."""
+    if path.endswith(".ipynb"):
+        code = "\n\0".join(notebook_code(json.loads(text)))
+    elif path.endswith(".py"):
+        try:
+            code = code_fingerprint(text)
+        except SyntaxError:
+            code = text
+    elif path.endswith((".cpp", ".h", ".cu")):
+        code = _cpp_code(text)
+    else:
+        code = text
+    return hashlib.sha256(code.encode()).hexdigest()[:12]
+
+
+def _module_files(name: str, read: Reader) -> list[str]:
+    """The files importing module `name` runs: its own and its packages' __init__.py files."""
+    parts = name.split(".")
+    files = [f"{'/'.join(parts[:i])}/__init__.py" for i in range(1, len(parts))]
+    own = "/".join(parts)
+    for candidate in (own + ".py", own + "/__init__.py"):
+        if read(candidate) is not None:
+            files.append(candidate)
+            break
+    return [f for f in files if read(f) is not None]
+
+
+def _imported_modules(path: str, text: str) -> set[str]:
+    """Names of the orderlib modules `text` imports (for `from orderlib.x import y`, both
+    `orderlib.x` and `orderlib.x.y`: y may be a module)."""
+    if path.endswith(".ipynb"):
+        text = "\n".join(
+            _skip_magic("".join(c.get("source", "")))
+            for c in json.loads(text).get("cells", [])
+            if c.get("cell_type") == "code"
+        )
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):  # orderlib imports absolutely (ruff's TID252 holds it to that)
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return {n for n in names if n == PACKAGE or n.startswith(PACKAGE + ".")}
+
+
+def closure(source: str, read: Reader) -> list[str]:
+    """`source` and every orderlib file it runs by importing, followed through their imports; the
+    C++ sources under csrc/ where orderlib.kernels is among them. Sorted, `source` first."""
+    seen, todo = set(), [source]
+    while todo:
+        path = todo.pop()
+        text = read(path)
+        if path in seen or text is None:
+            continue
+        seen.add(path)
+        for name in _imported_modules(path, text):
+            todo.extend(f for f in _module_files(name, read) if f not in seen)
+    if KERNELS in seen:
+        seen.update(p for p in _list_csrc(read) if read(p) is not None)
+    return [source] + sorted(seen - {source})
+
+
+def _list_csrc(read: Reader) -> list[str]:
+    listing = read(CSRC + "/")
+    return [f"{CSRC}/{name}" for name in (listing or "").split()]
+
+
+def fingerprints(source: str, read: Reader) -> dict[str, str]:
+    """{path: file_fingerprint} over `closure(source)`."""
+    return {p: file_fingerprint(p, read(p)) for p in closure(source, read)}
+
+
+def tree_reader(root: Path | None = None) -> Reader:
+    """Read files from the working tree under `root` (default: this checkout)."""
+    root = Path(root or repo_root())
+
+    def read(path: str) -> str | None:
+        p = root / path
+        if path.endswith("/"):
+            return "\n".join(sorted(c.name for c in p.iterdir() if c.is_file())) if p.is_dir() else None
+        return p.read_text() if p.is_file() else None
+
+    return read
+
+
+def commit_reader(commit: str, root: Path | None = None) -> Reader:
+    """Read files as they were at `commit` (git), or raise ValueError where git cannot."""
+    root = Path(root or repo_root())
+    cache: dict[str, str | None] = {}
+
+    def read(path: str) -> str | None:
+        if path not in cache:
+            run = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True, text=True)
+            if run.returncode == 0 and path.endswith("/"):  # a folder: git lists its entries
+                cache[path] = "\n".join(line for line in run.stdout.splitlines()[1:] if line and "/" not in line)
+            else:
+                cache[path] = run.stdout if run.returncode == 0 else None
+        return cache[path]
+
+    if subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=root, capture_output=True).returncode:
+        raise ValueError(f"commit {commit} is not in this clone's history")
+    return read
+
+
+def run_record(source: str, data_fingerprint: str | None = None, root: Path | None = None) -> dict:
+    """The `fingerprints` block a report's provenance holds: its source, the code of every file in
+    its closure in the tree now, and its data's fingerprint."""
+    return {"source": source, "code": fingerprints(source, tree_reader(root)), "data": data_fingerprint}
+
+
+def changed(record: dict, read: Reader) -> list[str]:
+    """The files of `record["code"]` whose code differs in `read`'s tree (or is gone from it)."""
+    out = []
+    for path, fp in record["code"].items():
+        text = read(path)
+        if text is None or file_fingerprint(path, text) != fp:
+            out.append(path)
+    return out
+
+
+def run_source(root: Path | None = None) -> str | None:
+    """The notebook or script this process runs, relative to the checkout: the notebook `make
+    reproduce` names (ORDERLIB_NOTEBOOK), the one JupyterLab names (JPY_SESSION_NAME), or the script
+    run as __main__; None where none of them is a file of the checkout."""
+    import os
+    import sys
+
+    root = Path(root or repo_root()).resolve()
+    candidates = []
+    if os.environ.get("ORDERLIB_NOTEBOOK"):
+        candidates.append(root / "notebooks" / Path(os.environ["ORDERLIB_NOTEBOOK"]).name)
+    if os.environ.get("JPY_SESSION_NAME"):
+        candidates.append(Path(os.environ["JPY_SESSION_NAME"]))
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main:
+        candidates.append(Path(main))
+    for path in candidates:
+        path = path.resolve()
+        if path.is_file() and path.is_relative_to(root) and path.relative_to(root).parts[0] in SOURCE_FOLDERS:
+            return str(path.relative_to(root))
+    return None
