@@ -21,7 +21,7 @@ help:
 	@echo "make clean       remove every run artefact (runs/: checkpoints, caches, small-preset reports, locks)"
 
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python >= 3.10 is needed, found " + sys.version)'
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed (the default word vectors need it), found " + sys.version)'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing packages into $(VENV) (first time: a few minutes)"
 	@$(PY) -m pip install -q -e '.[dev]' 2>&1 | { grep -v "^WARNING: Location" || true; }
