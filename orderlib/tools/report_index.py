@@ -334,8 +334,10 @@ def tolerance_line(rep: Path) -> str:
         + ", ".join(Path(n).name for n in meta.get("notebooks", []))
         + "'s numbers moved against the first run: "
         + "; ".join(parts)
-        + " ([bench_tolerance](tables/bench_tolerance.md)). Two rows can move in opposite "
-        "directions: read a gap between them smaller than twice that as no difference.\n\n"
+        + " ([bench_tolerance](tables/bench_tolerance.md)), on one CPU kind. Another CPU kind or bf16 "
+        "products move single-seed numbers by points, not tenths, and are not measured there: compare the "
+        "papers' claims across machines through the seed-spread reports' verdicts "
+        "([tolerance](../docs/glossary.md#tolerance)).\n\n"
     )
 
 

@@ -1,0 +1,71 @@
+"""Every number README.md and docs/ cite beside a report id is in that report's CSV, as rounded."""
+
+from pathlib import Path
+
+from orderlib.tools import cited_numbers as C
+
+IDS = ["oe_table2_retrieval", "oe_table2_seed_spread", "devise_table1"]
+
+
+def _repo(tmp_path: Path, page: str) -> Path:
+    tables = tmp_path / "reports" / "tables"
+    tables.mkdir(parents=True)
+    (tables / "oe_table2_retrieval.csv").write_text(
+        "method,metric,paper,ours\norder,1k caption R@1,46.7,30.52\norder,1k image R@1,37.9,12.71\n"
+    )
+    (tables / "oe_table2_seed_spread.csv").write_text(
+        "method,metric,statistic,paper,ours\norder,1k caption R@1,mean,,29.92\norder,1k caption R@1,sd,,0.664\n"
+        "gemm,fraction of GEMM,,,0.73\n"
+    )
+    (tmp_path / "README.md").write_text(page)
+    return tmp_path
+
+
+def test_the_committed_pages_cite_numbers_their_reports_hold():
+    assert C.problems() == []
+
+
+def test_a_row_citing_another_reports_number_fails(tmp_path):
+    ok = "| report | row | paper | ours |\n|---|---|---:|---:|\n"
+    ok += "| [`oe_table2_seed_spread`](x.md) | caption R@1 | 46.7 | 29.92 ± 0.66 |\n"
+    assert C.problems(_repo(tmp_path / "a", ok), ("README.md",)) == [
+        "README.md:3: 46.7 is not in oe_table2_seed_spread"
+    ]
+    wrong = ok.replace("oe_table2_seed_spread", "oe_table2_retrieval")  # the one-seed table: 30.52, not 29.92
+    assert C.problems(_repo(tmp_path / "b", wrong), ("README.md",)) == [
+        "README.md:3: 29.92 is not in oe_table2_retrieval",
+        "README.md:3: 0.66 is not in oe_table2_retrieval",
+    ]
+    both = ok.replace("[`oe_table2_seed_spread`](x.md)", "`oe_table2_seed_spread`, `oe_table2_retrieval`")
+    assert C.problems(_repo(tmp_path / "c", both), ("README.md",)) == []
+
+
+def test_a_row_without_an_id_takes_the_one_above_and_a_number_must_round_to_the_cited_digits(tmp_path):
+    page = (
+        "| report | row | ours |\n|---|---|---:|\n| `oe_table2_retrieval` | caption R@1 | 30.5 |\n"
+        "| | image R@1 | 12.7 |\n| | image R@1 | 12.8 |\n| | count | 7 |\n"
+    )
+    assert C.problems(_repo(tmp_path, page), ("README.md",)) == [
+        "README.md:5: 12.8 is not in oe_table2_retrieval",
+        "README.md:6: 7 is not in oe_table2_retrieval",
+    ]
+
+
+def test_prose_numbers_take_their_paragraphs_or_sections_id_and_markers_exempt_non_results(tmp_path):
+    page = (
+        "# A page\n\nOrder reaches 30.52 here ([`oe_table2_retrieval`](t.md)),\nand 12.71 on images.\n\n"
+        "A later paragraph of the section: 37.9, but 99.99 is wrong.\n\n"
+        "## Another section\n\nUnbacked 1.5 here;\na margin of 0.05 <!-- not cited -->\n\n"
+        "<!-- not cited: the paper's settings -->\nlr 0.001, clip 2.0\n\n"
+        "73% of the GEMM rate (`oe_table2_seed_spread`); WordNet 3.1, Section 4.6 and `1.25` are not cited.\n"
+    )
+    assert C.problems(_repo(tmp_path, page), ("README.md",)) == [
+        "README.md:6: 99.99 is not in oe_table2_retrieval",
+        "README.md:10: 1.5 names no report",
+    ]
+
+
+def test_matching_reads_signs_thousands_and_either_rounding_of_an_exact_half():
+    assert C.matches("−0.29", [-0.29]) and not C.matches("0.29", [-0.29])
+    assert C.matches("1,483.34", [1483.34]) and C.matches("12.9", [12.85]) and C.matches("12.8", [12.85])
+    assert not C.matches("12.7", [12.85]) and C.matches("0.66", [0.664]) and not C.matches("0.67", [0.664])
