@@ -207,11 +207,43 @@ def test_topk_accuracy_hit_at_k_and_implied_hits_are_sklearns_with_ties():
     )  # the default ("expected") rule differs where ties matter
 
 
+def _brute_force_sweep(scores: np.ndarray, target: np.ndarray, unseen: np.ndarray):
+    """The generalised sweep computed without the library: every bias at which some image's
+    prediction changes group (its best seen score minus its best unseen score) bounds an interval;
+    at one bias inside each interval (and beyond both ends) add the bias to the unseen candidates,
+    take each image's argmax and score it with sklearn's accuracy_score over the seen-pair and the
+    unseen-pair images. Returns (biases, seen %, unseen %) in rising-bias order."""
+    switch = np.unique(scores[:, ~unseen].max(1) - scores[:, unseen].max(1))
+    biases = np.r_[switch[0] - 1.0, (switch[:-1] + switch[1:]) / 2, switch[-1] + 1.0]
+    of_seen = ~unseen[target]
+    seen_acc, unseen_acc = [], []
+    for b in biases:
+        pred = (scores + b * unseen).argmax(1)
+        seen_acc.append(100 * accuracy_score(target[of_seen], pred[of_seen]))
+        unseen_acc.append(100 * accuracy_score(target[~of_seen], pred[~of_seen]))
+    return biases, np.array(seen_acc), np.array(unseen_acc)
+
+
 def test_generalised_sweep_auc_is_sklearns_auc_along_the_curve():
-    """The exact sweep's area is sklearn's trapezoidal `auc` of its curve in bias order (seen
-    accuracy falls along it, which sklearn accepts as a monotone x)."""
+    """The exact sweep against a brute-force one (argmax at every bias between two switch points,
+    sklearn's accuracy_score, sklearn's trapezoidal `auc`): the same points on the seen-unseen
+    curve, the same best seen, unseen and harmonic mean, the same area."""
     rng = np.random.default_rng(9)
-    scores, target = torch.as_tensor(rng.normal(size=(300, 20))), torch.as_tensor(rng.integers(0, 20, 300))
-    exact = generalised_sweep(scores, target, torch.arange(20) >= 12)
+    scores, target = rng.normal(size=(300, 20)), rng.integers(0, 20, 300)
+    unseen = np.arange(20) >= 12
+    exact = generalised_sweep(torch.as_tensor(scores), torch.as_tensor(target), torch.as_tensor(unseen))
+    _, seen_ref, unseen_ref = _brute_force_sweep(scores, target, unseen)
+    assert (np.diff(seen_ref) <= 0).all() and (np.diff(unseen_ref) >= 0).all()  # a monotone path
     seen_acc, unseen_acc = exact["curve"]
-    assert len(seen_acc) > 10 and exact["auc"] == pytest.approx(auc(seen_acc, unseen_acc) / 100, rel=1e-12)
+    assert len(seen_acc) > 10 and len(set(zip(seen_ref, unseen_ref))) > 10
+    points = lambda s, u: sorted({(round(float(a), 9), round(float(b), 9)) for a, b in zip(s, u)})
+    assert points(seen_acc, unseen_acc) == points(seen_ref, unseen_ref)
+    hm = 2 * seen_ref * unseen_ref / np.maximum(seen_ref + unseen_ref, 1e-12)
+    assert exact["best seen"] == pytest.approx(seen_ref.max())
+    assert exact["best unseen"] == pytest.approx(unseen_ref.max())
+    assert exact["best hm"] == pytest.approx(hm.max())
+    assert exact["auc"] == pytest.approx(auc(seen_ref, unseen_ref) / 100, rel=1e-12)
+    at_best = (scores + exact["bias"] * unseen).argmax(1)  # the reported bias gives the best harmonic mean
+    s = 100 * accuracy_score(target[~unseen[target]], at_best[~unseen[target]])
+    u = 100 * accuracy_score(target[unseen[target]], at_best[unseen[target]])
+    assert 2 * s * u / (s + u) == pytest.approx(hm.max())

@@ -2,6 +2,7 @@
 runs never share a half-trained checkpoint; damaged files and bad parameters get messages that
 name the file or value and say what to do."""
 
+import copy
 import io
 import os
 import shlex
@@ -169,6 +170,51 @@ def test_checkpoint_keys_follow_the_code_and_the_data():
     assert fingerprint(a) == fingerprint(torch.arange(6, dtype=torch.float32))
     assert fingerprint(a) != fingerprint(a.reshape(2, 3)) != fingerprint(a.astype(np.float64))
     assert fingerprint(["a", 1]) != fingerprint(["a", "1"])
+
+
+def test_fingerprint_follows_every_value_and_only_the_values():
+    """Equal inputs give equal fingerprints (copies, clones, strided views, another dict order);
+    one value changed anywhere (an array's, a tensor's, a nested entry's, a string's) gives another."""
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    nested = {"x": [a, {"y": "abc", "z": 1.0, "t": t}], "w": (1, 2), "s": "split"}
+    equal = {"s": "split", "w": (1, 2), "x": [a.copy(), {"t": t.clone(), "z": 1.0, "y": "abc"}]}
+    assert fingerprint(a) == fingerprint(a.copy()) == fingerprint(t) == fingerprint(t.clone())
+    assert fingerprint(a[:, ::2]) == fingerprint(np.ascontiguousarray(a[:, ::2]))
+    assert fingerprint(nested) == fingerprint(equal) == fingerprint(copy.deepcopy(nested))
+    assert fingerprint(a, "x") == fingerprint(a.copy(), "x") != fingerprint("x", a)
+
+    def changed(x, where):
+        x = copy.deepcopy(x)
+        where(x)
+        return x
+
+    def bump_array(x):
+        x["x"][0][2, 3] += 1
+
+    def bump_tensor(x):
+        x["x"][1]["t"][0, 0] = -1.0
+
+    def set_entry(key, value):
+        return lambda x: x["x"][1].__setitem__(key, value)
+
+    variants = {
+        "an array's value": changed(nested, bump_array),
+        "a tensor's value": changed(nested, bump_tensor),
+        "a nested string": changed(nested, set_entry("y", "abd")),
+        "a nested number": changed(nested, set_entry("z", 1.5)),
+        "a tuple entry": changed(nested, lambda x: x.__setitem__("w", (1, 3))),
+        "a top-level string": changed(nested, lambda x: x.__setitem__("s", "splat")),
+        "a key": changed(nested, lambda x: x.__setitem__("S", x.pop("s"))),
+        "a list entry appended": changed(nested, lambda x: x["x"].append(0)),
+    }
+    prints = {name: fingerprint(v) for name, v in variants.items()}
+    for name, p in prints.items():
+        assert p != fingerprint(nested), f"changing {name} kept the fingerprint"
+    assert len(set(prints.values())) == len(prints)  # and each change its own
+    for x, y in ((a, a.copy()), (t, t.clone())):
+        y.reshape(-1)[-1] += 1  # the last value: a hash of a prefix misses it
+        assert fingerprint(x) != fingerprint(y)
 
 
 # ---------------------------------------------------------------- concurrent runs

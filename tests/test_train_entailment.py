@@ -4,7 +4,7 @@ import torch
 
 from orderlib.data.entailment import PairSet
 from orderlib.encoders.entailment import ENTAILMENT_MODELS, BagOfWords, build_entailment_model, entailment_loss
-from orderlib.training.entailment import EntailmentConfig, evaluate, prepare, train_entailment_model
+from orderlib.training.entailment import EntailmentConfig, energies, evaluate, prepare, train_entailment_model
 
 WORDS = ["dog", "cat", "bird", "runs", "sleeps", "sings", "big", "small", "red", "blue"]
 
@@ -59,17 +59,33 @@ def test_order_model_learns_toy_entailment(toy_data):
 
 
 def test_threshold_never_sees_test_labels(toy_data):
+    """Flipping the test labels leaves the training history, the chosen epoch, the threshold and
+    the held-out accuracy as they were (a full run each time), and turns every test hit into a
+    miss: the two test accuracies sum to 100."""
+    from guards import assert_test_blind
+
     cfg = EntailmentConfig(model="bag-of-words logistic regression", epochs=2, batch=64, lr=0.05, patience=2)
-    r = train_entailment_model(toy_data, cfg, progress=False)
-    flipped = type(toy_data)(
-        toy_data.train,
-        toy_data.holdout,
-        type(toy_data.test)(**{**vars(toy_data.test), "positive": ~toy_data.test.positive}),
-        toy_data.vocab,
+
+    def flip(data):
+        return type(data)(
+            data.train,
+            data.holdout,
+            type(data.test)(**{**vars(data.test), "positive": ~data.test.positive}),
+            data.vocab,
+        )
+
+    a, b = assert_test_blind(
+        lambda d: train_entailment_model(d, cfg, progress=False),
+        toy_data,
+        flip,
+        history=lambda r: [{k: v for k, v in h.items() if k != "seconds"} for h in r.history],
+        chosen=lambda r: (r.best_epoch, r.tau),
+        dev=lambda r: r.dev_accuracy,
+        test=lambda r: r.test_accuracy,
     )
-    a, b = evaluate(r.model, toy_data, "cpu"), evaluate(r.model, flipped, "cpu")
-    assert a["tau"] == b["tau"] and a["dev_accuracy"] == b["dev_accuracy"]
-    assert a["test_accuracy"] + b["test_accuracy"] == pytest.approx(100.0)
+    assert a.test_accuracy + b.test_accuracy == pytest.approx(100.0)
+    again = evaluate(b.model, flip(toy_data), "cpu")  # the final evaluation alone, on the flipped split
+    assert (again["tau"], again["dev_accuracy"]) == (a.tau, a.dev_accuracy)
 
 
 def test_resume_equals_uninterrupted_run(toy_data, interrupt_then_resume):
@@ -99,18 +115,20 @@ def test_training_does_not_touch_global_rng(toy_data):
     assert torch.equal(torch.rand(1), before)
 
 
-def write_snli_1_0(root, toy: PairSet) -> None:
-    """An official-layout `snli_1.0/` folder under root whose three splits all hold `toy`."""
+def write_snli_1_0(root, toy: PairSet, test: PairSet | None = None) -> None:
+    """An official-layout `snli_1.0/` folder under root whose three splits all hold `toy` (the test
+    split `test` instead, if given)."""
     import json
 
     d = root / "snli_1.0"
     d.mkdir()
     names = ["entailment", "neutral", "contradiction"]
     for split in ("train", "dev", "test"):
+        pairs = test if split == "test" and test is not None else toy
         (d / f"snli_1.0_{split}.jsonl").write_text(
             "".join(
                 json.dumps({"sentence1": p, "sentence2": h, "gold_label": names[l]}) + "\n"
-                for p, h, l in zip(toy.premises, toy.hypotheses, toy.labels)
+                for p, h, l in zip(pairs.premises, pairs.hypotheses, pairs.labels)
             )
         )
 
@@ -118,7 +136,7 @@ def write_snli_1_0(root, toy: PairSet) -> None:
 def test_table3_splits_majority_and_table(tmp_path):
     from orderlib.experiments import oe_snli as X
 
-    write_snli_1_0(tmp_path, _toy(120, 3))
+    write_snli_1_0(tmp_path, _toy(120, 3), test=_toy(120, 4))  # a test split unlike dev
     cfg = dict(X.PRESETS["small"], data="official", word_dim=8, dim=8, epochs=1, train_limit=50)
     train, dev, test, how = X.splits("snli", cfg, tmp_path)
     assert len(train) == 50 and len(dev) == len(test) == 120 and "official" in how
@@ -128,7 +146,15 @@ def test_table3_splits_majority_and_table(tmp_path):
     assert list(df.columns[:4]) == ["method", "metric", "paper", "ours"]
     ours = df.dropna(subset=["ours"])
     assert set(ours["method"]) == {"majority class", *X.MODELS}
-    assert (ours["n_train"] == 50).all() and ours["ours"].between(0, 100).all()
+    assert (ours["n_train"] == 50).all()
+    # parity: each row recounted here from the test labels, and each model's test energies and tau
+    positive = run["data"].test.positive.numpy()
+    by_method = ours.set_index("method")["ours"]
+    assert by_method["majority class"] == pytest.approx(100 * (~positive).mean())  # the toy's majority: not entailed
+    for m in X.MODELS:
+        r = run["results"][m]
+        e = energies(r.model, run["data"].test, "cpu")
+        assert by_method[m] == pytest.approx(100 * np.mean((e <= r.tau) == positive)), m
     paper = df.set_index("method")["paper"]
     assert paper["order-embeddings"] == 88.6 and paper["skip-thoughts"] == 87.7
     assert pd_isna(paper["GRU features + MLP"])  # a stand-in never carries the paper's number

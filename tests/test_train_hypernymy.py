@@ -35,7 +35,10 @@ def test_order_embedding_learns_and_is_nonnegative(data):
 def test_other_rows_train(data, name):
     cfg = HypernymyConfig(model=name, dim=10, epochs=5, batch=32, lr=0.05, patience=5)
     r = train_concept_model(data, cfg, progress=False)
-    assert np.isfinite(r.history[-1]["loss"]) and 0 <= r.test_accuracy <= 100
+    assert r.history[-1]["loss"] < 0.6 * r.history[0]["loss"]
+    # chance is 50% (half true pairs, half corruptions); these rows untrained: dev 58-63 (tau fit on
+    # dev), test 48-55
+    assert r.dev_accuracy > 70 and r.test_accuracy > 60, (r.dev_accuracy, r.test_accuracy)
 
 
 def test_lazy_adam_follows_dense_adam_and_sparse_adam_does_not(data):
@@ -101,17 +104,18 @@ def test_extra_negatives_and_model_settings_train(data):
     cfg = HypernymyConfig(
         model="density order embeddings",
         dim=6,
-        epochs=2,
+        epochs=4,
         batch=16,
         lr=0.05,
-        patience=2,
+        patience=4,
         margin=10.0,
         negatives=("swap", "sibling", "random"),
         loss="ranking_hinge",
         model_kwargs={"gamma": 2.0},
     )
     r = train_concept_model(data, cfg, progress=False)
-    assert r.model.gamma == 2.0 and np.isfinite(r.history[-1]["loss"])
+    assert r.model.gamma == 2.0 and r.history[-1]["loss"] < r.history[0]["loss"]
+    assert r.dev_accuracy > 65 and r.test_accuracy > 60, (r.dev_accuracy, r.test_accuracy)  # untrained: 60, 48
 
 
 def test_init_is_copied_constrained_and_part_of_the_checkpoint_key(data, tmp_path):

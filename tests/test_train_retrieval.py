@@ -100,6 +100,15 @@ def test_table2_runner_on_a_precomp_fixture(tmp_path):
     assert df[df.method.isin(X.EXTRA_ROWS)].paper.isna().all()
     assert df[df.metric.str.contains("R@5")].paper.isna().all()  # Table 2 prints no R@5
     assert (df.train_images == 200).all()
+    # parity: the order-embeddings row's image retrieval recounted here from its penalty matrix,
+    # expected rank under random tie-breaking = images strictly better + 1 + half the tied ones
+    ims, caps = trained.test_embeddings("order-embeddings")
+    e = trained.results["order-embeddings"].model.penalty_matrix(ims, caps).double().numpy()  # (1000, 5000)
+    true = e[np.arange(5000) // 5, np.arange(5000)]
+    ahead, tied = (e < true).sum(0), (e == true).sum(0) - 1
+    row = df[df.method == "order-embeddings"].set_index("metric")["ours"]
+    assert row["1k image R@10"] == pytest.approx(100 * np.clip((10 - ahead) / (tied + 1), 0, 1).mean())
+    assert row["1k image mean r"] == pytest.approx((ahead + 1 + tied / 2).mean())
     again = X.train_rows(data, cfg, "cpu", tmp_path / "ckpt", progress=False)  # finished checkpoints load
     assert all(r.resumed for r in again.results.values())
     with pytest.raises(ValueError, match="unknown rows"):

@@ -186,7 +186,7 @@ def train_entailment_model(
         "code": code_version(*TRAINER_CODE),
         "data": fingerprint(
             data.vocab.words,
-            *(getattr(s, f) for s in (data.train, data.holdout) for f in ("p", "pl", "h", "hl", "positive")),
+            *(getattr(s, f) for s in (data.train, data.holdout, data.test) for f in ("p", "pl", "h", "hl", "positive")),
         ),
     }
     with precision.matmul_precision(matmul, device):  # training and its held-out checks; test in fp32

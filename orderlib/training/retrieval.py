@@ -236,7 +236,7 @@ def train_retrieval_model(
         "code": code_version(*TRAINER_CODE),
         "data": fingerprint(
             data.vocab.words,
-            *(getattr(s, f) for s in (data.train, data.dev) for f in ("features", "tokens", "lengths")),
+            *(getattr(s, f) for s in (data.train, data.dev, data.test) for f in ("features", "tokens", "lengths")),
         ),
     }
     with precision.matmul_precision(matmul, device):  # training and its dev checks; test is scored in fp32
