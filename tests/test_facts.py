@@ -221,12 +221,13 @@ def test_sem_learns_facts_and_resumes(tmp_path, train):
     orders = torch.tensor([f.order for f in facts])
     x = imgs.render()
     cfg = SEMConfig(hidden=16, epochs=16, lr=1e-2, batch=8)
+    cnn = ItemCNN(10, 4, in_channels=3)  # the pre-trained CNN, the same for both runs (it is in the key)
     calls = []
     own = lambda m: distances(m, x, lang, orders)[torch.arange(len(x)), torch.as_tensor(imgs.fact)]
     evaluate = lambda m: calls.append(1) or {"fit": -float(own(m).mean())}  # nearness to the own fact
     model, res = train_sem(
         cfg,
-        ItemCNN(10, 4, in_channels=3),
+        cnn,
         x,
         lang[imgs.fact],
         orders[imgs.fact],
@@ -241,7 +242,7 @@ def test_sem_learns_facts_and_resumes(tmp_path, train):
     assert k["K1"] > 1.5 * 100 / len(facts)
     again, res2 = train_sem(
         cfg,
-        ItemCNN(10, 4, in_channels=3),
+        cnn,
         x,
         lang[imgs.fact],
         orders[imgs.fact],

@@ -641,7 +641,7 @@ def train_sem_rows(
             workdir / f"{_slug(method)}_{len(task.facts)}{suffix}.pt",
             progress,
             device,
-            fingerprint(task.train.fingerprint(), language),
+            fingerprint(task.train.fingerprint(), task.dev.fingerprint(), data.images["dev"], language, task.orders),
             fact=task.train.fact,
             implied=implied,
         )

@@ -129,7 +129,8 @@ def train_sem(
     key = {
         **asdict(cfg),
         "code": code_version(*TRAINER_CODE),
-        "data": data_key or fingerprint(torch.as_tensor(images[:64]), language, orders),
+        "data": fingerprint(data_key, images, language, orders, fact, implied),  # every image, not a prefix
+        "cnn": fingerprint(cnn.state_dict()),  # the pre-trained layers SEM starts from
         "n": len(images),
     }
     result = fit(
