@@ -14,6 +14,7 @@ before fingerprints were recorded, at the commit its provenance names (`at_commi
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import re
@@ -56,6 +57,7 @@ def _cpp_code(text: str) -> str:
     return " ".join(text.split())
 
 
+@functools.lru_cache(maxsize=4096)  # an index reads the same files for every report
 def file_fingerprint(path: str, text: str) -> str:
     """sha256 (12 hex digits) of the code in `text`, read by the kind of file `path` names."""
     if path.endswith(".ipynb"):
@@ -138,6 +140,7 @@ def tree_reader(root: Path | None = None) -> Reader:
     """Read files from the working tree under `root` (default: this checkout)."""
     root = Path(root or repo_root())
 
+    @functools.cache
     def read(path: str) -> str | None:
         p = root / path
         if path.endswith("/"):

@@ -374,8 +374,9 @@ def freshness_of(root: Path | None = None) -> tuple[dict[str, list[str]], dict[s
         meta_path = reports_dir(root) / "tables" / f"{rid}.meta.json"
         if meta_path.exists():
             reports[rid] = report_freshness(rid, json.loads(meta_path.read_text()), source, read)
-        if source.endswith(".ipynb") and (Path(root) / source).exists() and copy_freshness(source, root):
-            copies[source] = copy_freshness(source, root)
+        state = copy_freshness(source, root) if (Path(root) / source).exists() else ""
+        if state:
+            copies[source] = state
     return reports, copies
 
 
