@@ -8,7 +8,7 @@ take it (`checkpoint.code_fingerprint`): comments, docstrings and layout leave i
 report is current when every recorded file has the same fingerprint in the tree now.
 
 The import closure is read statically, so that the same rule can be applied to a report written
-before fingerprints were recorded, at the commit its provenance names (`at_commit`).
+before fingerprints were recorded, at the commit its provenance names (`commit_reader`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ import ast
 import functools
 import hashlib
 import json
+import os
 import re
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,14 +38,20 @@ def _skip_magic(source: str) -> str:
     return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
+def _code_cells(nb: dict) -> list[str]:
+    """The sources of a notebook's code cells, IPython magics dropped and papermill's injected
+    parameters left out: what a run of it executes."""
+    return [
+        _skip_magic("".join(cell.get("source", "")))
+        for cell in nb.get("cells", [])
+        if cell.get("cell_type") == "code" and "injected-parameters" not in cell.get("metadata", {}).get("tags", [])
+    ]
+
+
 def notebook_code(nb: dict) -> list[str]:
-    """A notebook's code cells as code (`code_fingerprint`; IPython magics dropped), papermill's
-    injected parameters left out: what a run of it executes, whatever its outputs."""
+    """A notebook's code cells as code (`code_fingerprint`), whatever its outputs."""
     cells = []
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "code" or "injected-parameters" in cell.get("metadata", {}).get("tags", []):
-            continue
-        source = _skip_magic("".join(cell.get("source", "")))
+    for source in _code_cells(nb):
         try:
             cells.append(code_fingerprint(source))
         except SyntaxError:
@@ -90,11 +98,7 @@ def _imported_modules(path: str, text: str) -> set[str]:
     """Names of the orderlib modules `text` imports (for `from orderlib.x import y`, both
     `orderlib.x` and `orderlib.x.y`: y may be a module)."""
     if path.endswith(".ipynb"):
-        text = "\n".join(
-            _skip_magic("".join(c.get("source", "")))
-            for c in json.loads(text).get("cells", [])
-            if c.get("cell_type") == "code"
-        )
+        text = "\n".join(_code_cells(json.loads(text)))
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -153,16 +157,15 @@ def tree_reader(root: Path | None = None) -> Reader:
 def commit_reader(commit: str, root: Path | None = None) -> Reader:
     """Read files as they were at `commit` (git), or raise ValueError where git cannot."""
     root = Path(root or repo_root())
-    cache: dict[str, str | None] = {}
 
+    @functools.cache
     def read(path: str) -> str | None:
-        if path not in cache:
-            run = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True, text=True)
-            if run.returncode == 0 and path.endswith("/"):  # a folder: git lists its entries
-                cache[path] = "\n".join(line for line in run.stdout.splitlines()[1:] if line and "/" not in line)
-            else:
-                cache[path] = run.stdout if run.returncode == 0 else None
-        return cache[path]
+        run = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True, text=True)
+        if run.returncode:
+            return None
+        if path.endswith("/"):  # a folder: git lists its entries
+            return "\n".join(line for line in run.stdout.splitlines()[1:] if line and "/" not in line)
+        return run.stdout
 
     if subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=root, capture_output=True).returncode:
         raise ValueError(f"commit {commit} is not in this clone's history")
@@ -189,9 +192,6 @@ def run_source(root: Path | None = None) -> str | None:
     """The notebook or script this process runs, relative to the checkout: the notebook `make
     reproduce` names (ORDERLIB_NOTEBOOK), the one JupyterLab names (JPY_SESSION_NAME), or the script
     run as __main__; None where none of them is a file of the checkout."""
-    import os
-    import sys
-
     root = Path(root or repo_root()).resolve()
     candidates = []
     if os.environ.get("ORDERLIB_NOTEBOOK"):

@@ -81,21 +81,19 @@ def test_a_report_goes_stale_when_any_file_that_made_it_changes(tmp_path):
     assert record["source"] == NOTEBOOK and record["data"] == "f" * 64
     assert "orderlib/viz.py" in record["code"] and NOTEBOOK in record["code"]
     here = F.tree_reader()
-    assert R.report_freshness("t", written, NOTEBOOK, here) == []
+    assert R.report_freshness(written, NOTEBOOK, here) == []
 
     def planted(changed: str, text: str):
         return lambda path: text if path == changed else here(path)
 
     viz = here("orderlib/viz.py")
-    assert R.report_freshness("t", written, NOTEBOOK, planted("orderlib/viz.py", viz + "\nX = 1\n")) == [
-        "orderlib/viz.py"
-    ]
-    assert R.report_freshness("t", written, NOTEBOOK, planted("orderlib/viz.py", viz + "\n# a comment\n")) == []
-    assert R.report_freshness("t", written, NOTEBOOK, planted("orderlib/viz.py", None)) == ["orderlib/viz.py"]
-    assert R.report_freshness("t", written, "notebooks/other.ipynb", here) == [
+    assert R.report_freshness(written, NOTEBOOK, planted("orderlib/viz.py", viz + "\nX = 1\n")) == ["orderlib/viz.py"]
+    assert R.report_freshness(written, NOTEBOOK, planted("orderlib/viz.py", viz + "\n# a comment\n")) == []
+    assert R.report_freshness(written, NOTEBOOK, planted("orderlib/viz.py", None)) == ["orderlib/viz.py"]
+    assert R.report_freshness(written, "notebooks/other.ipynb", here) == [
         f"written by {NOTEBOOK}, not notebooks/other.ipynb"
     ]
-    assert R.report_freshness("t", {**written, "fingerprints": None}, NOTEBOOK, here) == [
+    assert R.report_freshness({**written, "fingerprints": None}, NOTEBOOK, here) == [
         "its provenance records no fingerprints"
     ]
 

@@ -341,8 +341,8 @@ def tolerance_line(rep: Path) -> str:
     )
 
 
-def report_freshness(rid: str, meta: dict, source: str, read: freshness.Reader) -> list[str]:
-    """Why report `rid` is stale against the tree `read` reads: the files whose code changed since
+def report_freshness(meta: dict, source: str, read: freshness.Reader) -> list[str]:
+    """Why a report (its provenance `meta`, its registered `source`) is stale against the tree `read` reads: the files whose code changed since
     its run, or why that cannot be told; [] when it is current."""
     record = meta.get("fingerprints")
     if not record:
@@ -356,7 +356,7 @@ def copy_freshness(source: str, root: Path) -> str:
     """An executed copy's state: "current" when its code cells equal its notebook's (papermill's
     injected parameters aside), "stale", or "" where the source has no copy."""
     executed = reports_dir(root) / "notebooks" / Path(source).name
-    if not source.endswith(".ipynb") or not executed.exists():
+    if not source.endswith(".ipynb") or not executed.exists() or not (Path(root) / source).exists():
         return ""
     same = freshness.notebook_code(json.loads(executed.read_text())) == freshness.notebook_code(
         json.loads((Path(root) / source).read_text())
@@ -369,15 +369,13 @@ def freshness_of(root: Path | None = None) -> tuple[dict[str, list[str]], dict[s
     reports present under `root`."""
     root = Path(root or repo_root())
     read = freshness.tree_reader(root)
-    reports, copies = {}, {}
+    reports = {}
     for rid, (_, _, source, _, _) in REPORTS.items():
         meta_path = reports_dir(root) / "tables" / f"{rid}.meta.json"
         if meta_path.exists():
-            reports[rid] = report_freshness(rid, json.loads(meta_path.read_text()), source, read)
-        state = copy_freshness(source, root) if (Path(root) / source).exists() else ""
-        if state:
-            copies[source] = state
-    return reports, copies
+            reports[rid] = report_freshness(json.loads(meta_path.read_text()), source, read)
+    states = {source: copy_freshness(source, root) for source in dict.fromkeys(v[2] for v in REPORTS.values())}
+    return reports, {source: state for source, state in states.items() if state}
 
 
 def stale_sources(root: Path | None = None) -> list[str]:
@@ -417,8 +415,9 @@ def _freshness_section(reports: dict[str, list[str]], copies: dict[str, str]) ->
     return "\n".join(lines)
 
 
-def render(root: Path | None = None) -> str:
-    """Return the index's Markdown for the reports under `root`/reports; raise on any mismatch."""
+def render(root: Path | None = None, fresh: tuple | None = None) -> str:
+    """Return the index's Markdown for the reports under `root`/reports (`fresh`: their
+    `freshness_of`, computed here when not given); raise on any mismatch."""
     rep = reports_dir(root)
     tables = {p.name[: -len(".meta.json")] for p in (rep / "tables").glob("*.meta.json")}
     figures = {p.stem for p in (rep / "figures").glob("*.png")}
@@ -428,7 +427,7 @@ def render(root: Path | None = None) -> str:
         f"reports/figures/{f}.png has no entry in REPORTS" for f in sorted(figures - listed_figures - set(REPORTS))
     ]
     rows = []
-    fresh, copies = freshness_of(root)
+    fresh, copies = fresh or freshness_of(root)
     for rid, (paper, what, source, figs, data) in REPORTS.items():
         has_table = rid in tables
         if not has_table and rid not in figures:
@@ -526,8 +525,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(stale_sources()))
         return 0
     path = reports_dir() / "README.md"
+    reports, copies = freshness_of()
     try:
-        text = render()
+        text = render(fresh=(reports, copies))
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -535,7 +535,6 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists() or path.read_text() != text:
             print(f"{path} is out of date: run `make index`", file=sys.stderr)
             return 1
-        reports, copies = freshness_of()
         stale = sorted(rid for rid, why in reports.items() if why)
         copies_stale = sorted(nb for nb, state in copies.items() if state == "stale")
         if stale or copies_stale:
