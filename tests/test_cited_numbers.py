@@ -69,3 +69,11 @@ def test_matching_reads_signs_thousands_and_either_rounding_of_an_exact_half():
     assert C.matches("−0.29", [-0.29]) and not C.matches("0.29", [-0.29])
     assert C.matches("1,483.34", [1483.34]) and C.matches("12.9", [12.85]) and C.matches("12.8", [12.85])
     assert not C.matches("12.7", [12.85]) and C.matches("0.66", [0.664]) and not C.matches("0.67", [0.664])
+
+
+def test_a_list_item_is_a_scope_of_its_own(tmp_path):
+    page = (
+        "- Caption R@1 reaches 30.52 here,\n  as [`oe_table2_retrieval`](t.md) says.\n"
+        "- Image R@1 reaches 12.71,\n  as [`oe_table2_seed_spread`](t.md) does not say.\n"
+    )
+    assert C.problems(_repo(tmp_path, page), ("README.md",)) == ["README.md:3: 12.71 is not in oe_table2_seed_spread"]

@@ -34,6 +34,7 @@ _NOT_A_RESULT = re.compile(  # versions and the papers' own section numbers
     re.I,
 )
 _CODE = re.compile(r"`[^`]*`")
+_LIST_ITEM = re.compile(r"([-*+]|\d+\.)\s")
 _LINK_TARGET = re.compile(r"\]\([^)]*\)")
 
 
@@ -109,35 +110,34 @@ def extract(page: str, text: str, ids: list[str]) -> list[Cite]:
                     cites.append(Cite(page, no, n, tuple(scope)))
             section_ids += [i for i in named if i not in section_ids]
             continue
-        if re.match(r"([-*+]|\d+\.)\s", stripped):  # a new list item is a new scope
+        if _LIST_ITEM.match(stripped):  # a new list item is a new scope
             block_ids = []
         block_ids += [i for i in named if i not in block_ids]
         section_ids += [i for i in named if i not in section_ids]
-        scope = block_ids or section_ids
-        for n in _numbers(line, False):
-            cites.append(Cite(page, no, n, tuple(scope)))
-    # a paragraph names its report after the number as often as before it: give earlier lines of the
-    # paragraph the ids named later in it
+        for n in _numbers(line, False):  # the section's ids for now: _paragraph_scopes puts the block's first
+            cites.append(Cite(page, no, n, tuple(section_ids)))
     return _paragraph_scopes(text, cites, ids)
 
 
 def _paragraph_scopes(text: str, cites: list[Cite], ids: list[str]) -> list[Cite]:
-    lines = text.splitlines()
+    """Scope each prose number to the ids its whole paragraph or list item names (a paragraph names
+    its report after the number as often as before it); one that names none keeps its section's."""
+    blocks, current = [], []
+    for i, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("|", "#", "```")) or _LIST_ITEM.match(stripped):
+            blocks.append(current)
+            current = []
+        if stripped and not stripped.startswith(("|", "#", "```")):
+            current.append((i, line))
+    blocks.append(current)
     para_ids: dict[int, list[str]] = {}
-    start = 0
-    for i in range(len(lines) + 1):
-        if i == len(lines) or not lines[i].strip() or lines[i].lstrip().startswith(("|", "#", "```")):
-            named = []
-            for j in range(start, i):
-                named += [x for x in _ids_in(lines[j], ids) if x not in named]
-            for j in range(start, i):
-                para_ids[j + 1] = named
-            start = i + 1
-    out = []
-    for c in cites:
-        extra = [x for x in para_ids.get(c.line, []) if x not in c.ids]
-        out.append(Cite(c.page, c.line, c.text, c.ids + tuple(extra)) if extra else c)
-    return out
+    for block in blocks:
+        named = []
+        for _, line in block:
+            named += [x for x in _ids_in(line, ids) if x not in named]
+        para_ids.update((i, named) for i, _ in block)
+    return [Cite(c.page, c.line, c.text, tuple(para_ids[c.line])) if para_ids.get(c.line) else c for c in cites]
 
 
 def _value(text: str) -> tuple[float, int]:
