@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from orderlib.concepts import concept_step_status
 from orderlib.experiments import oe_wordnet as exp
-from orderlib.kernels import concept_step_status
 from orderlib.reports import device_description, git_commit, training_provenance, write_table
 from orderlib.runs import run_paths
 

@@ -35,11 +35,11 @@ from pathlib import Path
 import pandas as pd
 
 from orderlib.checkpoint import atomic_write_text, code_version, fingerprint, load_checkpoint
+from orderlib.concepts import TRAINER_CODE, evaluation_trace
 from orderlib.eval.selection import choose_checkpoint
 from orderlib.experiments import oe_wordnet as exp
 from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
 from orderlib.runs import run_paths
-from orderlib.training.hypernymy import TRAINER_CODE, evaluation_trace
 from orderlib.training.workers import run_in_workers
 
 SCHEDULES = {  # name -> Table 1 row overrides

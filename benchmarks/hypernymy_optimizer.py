@@ -14,11 +14,11 @@ import time
 
 import pandas as pd
 
+from orderlib.concepts import OPTIMIZERS, train_concept_model
 from orderlib.data.hypernymy import make_splits
 from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
 from orderlib.experiments.oe_wordnet import PRESETS, model_config
 from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
-from orderlib.training.hypernymy import OPTIMIZERS, train_concept_model
 
 
 def main() -> None:

@@ -107,10 +107,10 @@ def run_eval(n_images: int, d: int, backend: str, folds: int, seed: int) -> dict
 
 def hypernymy_epoch_seconds() -> float:
     """Wall time of one Table 1 order-embedding epoch (paper protocol, lazy_adam, with eval)."""
+    from orderlib.concepts import train_concept_model
     from orderlib.data.hypernymy import make_splits
     from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
     from orderlib.experiments.oe_wordnet import PRESETS, model_config
-    from orderlib.training.hypernymy import train_concept_model
 
     cfg = PRESETS["full"]
     ensure_wordnet(cfg["wordnet"])

@@ -19,13 +19,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from orderlib.concepts import HypernymyConfig, train_concept_model, word2gauss_status
+from orderlib.concepts.word2gauss import Word2GaussConfig, train_word2gauss
 from orderlib.data.hypernymy import make_splits
 from orderlib.data.wordnet import ensure_wordnet, load_noun_graph
 from orderlib.experiments.oe_wordnet import PRESETS
-from orderlib.kernels import word2gauss_status
 from orderlib.reports import device_description, write_table
-from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
-from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
 
 
 def main() -> None:

@@ -205,6 +205,12 @@ def code_fingerprint(source: str) -> str:
     return ast.dump(tree, include_attributes=False)
 
 
+def cpp_code(text: str) -> str:
+    """C++ without comments and with white space folded: a comment edit changes no build."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    return " ".join(text.split())
+
+
 def code_version(*modules) -> str:
     """sha256 (12 hex digits) of the code of `modules` (module objects or names; `code_fingerprint`):
     changes whenever the code that trains a model does, so its checkpoints are not resumed, but not

@@ -18,13 +18,12 @@ import functools
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from orderlib.checkpoint import code_fingerprint
+from orderlib.checkpoint import code_fingerprint, cpp_code
 from orderlib.paths import repo_root
 
 Reader = Callable[[str], "str | None"]  # repo-relative path -> its text, or None where it does not exist
@@ -59,12 +58,6 @@ def notebook_code(nb: dict) -> list[str]:
     return cells
 
 
-def _cpp_code(text: str) -> str:
-    """C++ without comments and with white space folded (a comment edit changes no build)."""
-    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
-    return " ".join(text.split())
-
-
 @functools.lru_cache(maxsize=4096)  # an index reads the same files for every report
 def file_fingerprint(path: str, text: str) -> str:
     """sha256 (12 hex digits) of the code in `text`, read by the kind of file `path` names."""
@@ -76,7 +69,7 @@ def file_fingerprint(path: str, text: str) -> str:
         except SyntaxError:
             code = text
     elif path.endswith((".cpp", ".h", ".cu")):
-        code = _cpp_code(text)
+        code = cpp_code(text)
     else:
         code = text
     return hashlib.sha256(code.encode()).hexdigest()[:12]

@@ -17,8 +17,6 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).parent / "csrc" / "order_violation.cpp"
-W2G_SOURCE = Path(__file__).parent / "csrc" / "word2gauss.cpp"
-STEP_SOURCE = Path(__file__).parent / "csrc" / "concept_step.cpp"
 DTYPES = (torch.float32, torch.float64)
 _lock = threading.Lock()
 _state: dict = {}  # "module" or "error", once tried
@@ -103,7 +101,7 @@ def build_location(source: Path) -> tuple[str, Path, Path]:
     return name, build_dir, build_dir / source.name
 
 
-def _built(state: dict, source: Path):
+def built(state: dict, source: Path):
     """Build `source` once per process into `state` ("module", or "error" with the reason); return
     the module or None. A missing compiler or ninja, or a failed build, is recorded, not raised."""
     with _lock:
@@ -121,48 +119,7 @@ def cpu_kernel():
     `order_violation_matrix` uses the chunked reference)."""
     if os.environ.get("ORDERLIB_FUSED", "1") == "0":
         return None
-    return _built(_state, SOURCE)
-
-
-_w2g: dict = {}
-
-
-def word2gauss_kernel():
-    """Return the compiled word2gauss trainer (orderlib/csrc/word2gauss.cpp), or None with the
-    reason in `word2gauss_status()`; built like the order-violation kernel, once per machine."""
-    return _built(_w2g, W2G_SOURCE)
-
-
-def word2gauss_status() -> str:
-    """Say whether the compiled word2gauss trainer is available, and if not, why."""
-    return (
-        "compiled C++ (" + " ".join(build_flags(W2G_SOURCE)) + ")"
-        if word2gauss_kernel()
-        else ("unavailable: " + _w2g["error"])
-    )
-
-
-_step: dict = {}
-
-
-def concept_step_kernel():
-    """Return the compiled training step of Table 1's table models (orderlib/csrc/concept_step.cpp),
-    or None when ORDERLIB_FUSED=0 or it cannot be built (then the PyTorch step is used); the reason is in
-    `concept_step_status()`."""
-    if os.environ.get("ORDERLIB_FUSED", "1") == "0":
-        return None
-    return _built(_step, STEP_SOURCE)
-
-
-def concept_step_status() -> str:
-    """Say whether the compiled table-model step is in use, and if not, why."""
-    if os.environ.get("ORDERLIB_FUSED", "1") == "0":
-        return "disabled by ORDERLIB_FUSED=0"
-    return (
-        "compiled C++ (" + " ".join(build_flags(STEP_SOURCE)) + ")"
-        if concept_step_kernel()
-        else ("unavailable: " + _step["error"])
-    )
+    return built(_state, SOURCE)
 
 
 def kernel_status() -> str:

@@ -6,25 +6,21 @@ import numpy as np
 import pytest
 import torch
 
-from orderlib import kernels
-from orderlib.encoders.concepts import build_concept_model
-from orderlib.losses import LOSSES
-from orderlib.training import concept_step
-from orderlib.training.hypernymy import HypernymyConfig, _Stepper
+from orderlib.concepts import build_concept_model
+from orderlib.concepts import compiled as concept_step
+from orderlib.concepts.row_adam import RowAdam
+from orderlib.concepts.step import CompiledStep, DenseStep, RowStep, build_step
 
 
 @pytest.fixture(scope="module", autouse=True)
 def kernel():
-    if kernels.concept_step_kernel() is None:
+    if concept_step.concept_step_kernel() is None:
         if os.environ.get("ORDERLIB_REQUIRE_FUSED") == "1":
-            pytest.fail(f"ORDERLIB_REQUIRE_FUSED=1 but {kernels.concept_step_status()}")
-        pytest.skip(kernels.concept_step_status())
+            pytest.fail(f"ORDERLIB_REQUIRE_FUSED=1 but {concept_step.concept_step_status()}")
+        pytest.skip(concept_step.concept_step_status())
 
 
 def _stepper(name, fused, n, dim=6, loss=None, optimizer="lazy_adam", margin=1.0, **kw):
-    cfg = HypernymyConfig(
-        model=name, dim=dim, lr=0.01, margin=margin, seed=0, loss=loss, optimizer=optimizer, model_kwargs=kw
-    )
     model = build_concept_model(name, n, dim, 0, **kw).double()
     with torch.no_grad():  # break the init's ties (equal variances): Adam turns a zero gradient's rounding
         g = torch.Generator().manual_seed(1)  # noise into whole steps, which no two implementations share
@@ -32,21 +28,20 @@ def _stepper(name, fused, n, dim=6, loss=None, optimizer="lazy_adam", margin=1.0
             if p.requires_grad:  # not the Poincare ball's fixed curvature
                 p.mul_(1 + 0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype))
     model.constrain_all_()
-    return model, _Stepper(model, cfg, "cpu", fused), cfg
+    return model, build_step(model, optimizer, loss or model.loss, margin, 0.01, "cpu", fused)
 
 
 def _train(name, fused, steps=4, n=60, b=8, k=1, idle_from=None, **kw):
     """Steps on random pairs; rows >= n // 2 sit idle between the steps listed in idle_from (catch-up)."""
-    model, st, cfg = _stepper(name, fused, n, **kw)
+    model, st = _stepper(name, fused, n, **kw)
     model.init = {k: v.detach().clone() for k, v in model.named_parameters()}
-    base = LOSSES[cfg.loss or model.loss]
     rng = np.random.default_rng(3)
     losses = []
     for s in range(steps):
         hi = n if idle_from is None or s in idle_from else n // 2
         pos = torch.as_tensor(rng.integers(0, hi, (b, 2)))
         neg = torch.as_tensor(rng.integers(0, hi, (k * b, 2)))
-        losses.append(st.step(lambda e_pos, e_neg: base(e_pos, e_neg, cfg.margin), pos, neg))
+        losses.append(st.step(pos, neg))
     return model, st, losses
 
 
@@ -77,7 +72,7 @@ def test_fused_step_matches_pytorch_step(name, kw, k, optimizer):
     # steps 0 and 4 touch every row, the others half of them: the catch-up rule moves the rest
     ref, st_ref, l_ref = _train(name, False, steps=5, k=k, idle_from={0, 4}, optimizer=optimizer, **kw)
     out, st_out, l_out = _train(name, True, steps=5, k=k, idle_from={0, 4}, optimizer=optimizer, **kw)
-    assert st_ref.fused is None and st_out.fused is not None
+    assert isinstance(st_ref, RowStep) and isinstance(st_out, CompiledStep)
     np.testing.assert_allclose(l_out, l_ref, rtol=1e-7)  # boxes: E = log vol(u) - log vol(meet) cancels
     for (n1, p1), p2 in zip(ref.named_parameters(), out.parameters()):
         torch.testing.assert_close(p2, p1, rtol=0, atol=1e-6, msg=n1)
@@ -126,18 +121,17 @@ def test_fused_step_keeps_constraints():
 
 
 @pytest.mark.parametrize("exact_until", [2000, 30])
-def test_fused_catch_up_over_long_idle_spans(exact_until):
+def test_fused_catch_up_over_long_idle_spans(exact_until, monkeypatch):
     """Rows idle for more than the 128-step window, before and after the exact branch ends."""
+    monkeypatch.setattr(RowAdam, "EXACT_UNTIL", exact_until)  # before the compiled step binds it
 
     def run(fused):
-        model, st, cfg = _stepper("order-embeddings", fused, n=40)
-        st.rows.EXACT_UNTIL = exact_until
-        base = LOSSES[model.loss]
+        model, st = _stepper("order-embeddings", fused, n=40)
         rng = np.random.default_rng(0)
         for s in range(330):
             hi = 40 if s in (0, 150, 329) else 10  # rows >= 10 idle for 150 and 179 steps
             pos, neg = torch.as_tensor(rng.integers(0, hi, (4, 2))), torch.as_tensor(rng.integers(0, hi, (4, 2)))
-            st.step(lambda e_pos, e_neg: base(e_pos, e_neg, cfg.margin), pos, neg)
+            st.step(pos, neg)
         st.flush()
         return model.emb.weight.detach()
 
@@ -145,16 +139,20 @@ def test_fused_catch_up_over_long_idle_spans(exact_until):
 
 
 def test_fused_step_chosen_where_it_applies():
-    _, st, _ = _stepper("order-embeddings", None, 10)
-    assert st.fused is not None  # the default where it applies
-    _, st, _ = _stepper("order-embeddings", False, 10)
-    assert st.fused is None
-    _, st, _ = _stepper("order-embeddings", None, 10, optimizer="adam")
-    assert st.fused is None  # dense Adam: the PyTorch step
+    _, st = _stepper("order-embeddings", None, 10)
+    assert isinstance(st, CompiledStep)  # the default where it applies
+    _, st = _stepper("order-embeddings", False, 10)
+    assert isinstance(st, RowStep)
+    _, st = _stepper("order-embeddings", None, 10, optimizer="adam")
+    assert isinstance(st, DenseStep)  # dense Adam: the PyTorch step
+    _, st = _stepper("Poincaré embeddings", None, 10, optimizer="adam")
+    assert isinstance(st, RowStep) and st.touched.all_rows  # dense Riemannian Adam: every row every step
     with pytest.raises(RuntimeError, match="does not apply"):
         _stepper("order-embeddings (bilinear)", True, 10, optimizer="adam")
-    _, st, _ = _stepper("order-embeddings (bilinear)", None, 10)
-    assert st.fused is not None and st.dense is not None  # rows in the kernel, W and b by torch's Adam
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        _stepper("order-embeddings", None, 10, optimizer="sgd")
+    _, st = _stepper("order-embeddings (bilinear)", None, 10)
+    assert isinstance(st, CompiledStep) and st.dense is not None  # rows in the kernel, W and b by torch's Adam
     model = build_concept_model("order-embeddings (bilinear)", 10, 4)
     model.extra = torch.nn.Parameter(torch.zeros(3))  # a dense parameter the energy does not name
     assert not concept_step.applies(model, "lazy_adam", "ranking_hinge", "cpu")
@@ -168,8 +166,8 @@ def test_fused_step_chosen_where_it_applies():
 
 
 def test_fused_step_rejects_bad_pairs():
-    _, st, _ = _stepper("order-embeddings", True, 10)
+    _, st = _stepper("order-embeddings", True, 10)
     with pytest.raises(RuntimeError, match="out of range"):
-        st.fused(torch.tensor([[0, 1], [3, 10]]), 1)
+        st.kernel(torch.tensor([[0, 1], [3, 10]]), 1)
     with pytest.raises(RuntimeError, match="B true"):
-        st.fused(torch.tensor([[0, 1], [3, 4], [5, 6]]), 2)
+        st.kernel(torch.tensor([[0, 1], [3, 4], [5, 6]]), 2)

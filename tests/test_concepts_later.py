@@ -10,10 +10,14 @@ from test_train_hypernymy import chain_forest
 
 from orderlib import losses
 from orderlib import penalties as P
+from orderlib.concepts import (
+    CONCEPT_MODELS,
+    HypernymyConfig,
+    build_concept_model,
+    init_from_poincare,
+    train_concept_model,
+)
 from orderlib.data.hypernymy import make_splits
-from orderlib.encoders.concepts import CONCEPT_MODELS, build_concept_model
-from orderlib.encoders.hyperbolic import init_from_poincare
-from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 
 LATER = [
     "box embeddings",

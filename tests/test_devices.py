@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from orderlib import penalties as P
+from orderlib.concepts import HypernymyConfig, train_concept_model
 from orderlib.data.hypernymy import make_splits
-from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 

@@ -22,14 +22,13 @@ import torch
 from guards import assert_key_covers, assert_test_blind
 from test_train_hypernymy import chain_forest
 
+from orderlib.concepts import HypernymyConfig, evaluation_trace, init_from_poincare, train_concept_model
+from orderlib.concepts import train as H
+from orderlib.concepts import word2gauss as W
+from orderlib.concepts.compiled import concept_step_kernel, word2gauss_kernel
+from orderlib.concepts.word2gauss import Word2GaussConfig, train_word2gauss
 from orderlib.data.hypernymy import make_splits
-from orderlib.encoders.hyperbolic import init_from_poincare
 from orderlib.experiments import oe_wordnet as X
-from orderlib.kernels import concept_step_kernel, word2gauss_kernel
-from orderlib.training import hypernymy as H
-from orderlib.training import word2gauss as W
-from orderlib.training.hypernymy import HypernymyConfig, evaluation_trace, train_concept_model
-from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
 
 needs_step = pytest.mark.skipif(concept_step_kernel() is None, reason="no C++ compiler for the compiled step")
 needs_w2g = pytest.mark.skipif(word2gauss_kernel() is None, reason="no C++ compiler for the word2gauss loop")

@@ -221,7 +221,7 @@ def test_real_wordnet_authors_split_gives_the_papers_baseline(real_wordnet):
 
 
 def test_epoch_positives_are_one_shared_draw_for_both_trainers(tiny_parents):
-    from orderlib.training.word2gauss import Word2GaussConfig, epoch_pairs
+    from orderlib.concepts.word2gauss import Word2GaussConfig, epoch_pairs
 
     d = H.make_splits(tiny_parents, "paper", n_test=4, n_dev=2, seed=0)
     half = d.epoch_positives(np.random.default_rng(3), 0.5)

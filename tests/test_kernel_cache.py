@@ -1,6 +1,7 @@
 """The compiled kernels' build cache is keyed by source content, not by the checkout's path."""
 
-from orderlib.kernels import SOURCE, W2G_SOURCE, build_location
+from orderlib.concepts.compiled import W2G_SOURCE
+from orderlib.kernels import SOURCE, build_location
 
 
 def test_build_dir_follows_content_not_path(tmp_path):

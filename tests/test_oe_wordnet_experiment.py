@@ -196,17 +196,17 @@ def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_pa
 def test_table1_auto_device_stays_on_the_cpu_where_the_compiled_step_builds(monkeypatch):
     import torch
 
-    from orderlib import kernels
+    from orderlib.concepts import compiled
     from orderlib.runs import resolve_device
 
     def table1_device(value):
         return resolve_device(value, prefer=X.preferred_device()).type
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(kernels, "concept_step_kernel", lambda: object())
+    monkeypatch.setattr(compiled, "concept_step_kernel", lambda: object())
     assert table1_device("auto") == "cpu"  # a GPU is there, the compiled CPU step too
     assert table1_device("cuda") == "cuda"  # asked for
-    monkeypatch.setattr(kernels, "concept_step_kernel", lambda: None)
+    monkeypatch.setattr(compiled, "concept_step_kernel", lambda: None)
     assert table1_device("auto") == "cuda"  # no compiled step: the GPU's PyTorch step
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert table1_device("auto") == "cpu"

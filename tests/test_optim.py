@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from orderlib.optim import RowAdam
+from orderlib.concepts.row_adam import RowAdam
 
 
 def test_row_adam_matches_sparse_adam():

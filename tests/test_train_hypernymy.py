@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from orderlib.checkpoint import load_checkpoint
+from orderlib.concepts import HypernymyConfig, train_concept_model
 from orderlib.data.hypernymy import make_splits
-from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 
 
 def chain_forest(depth=6, width=12):
@@ -83,7 +83,8 @@ def test_resume_reproduces_uninterrupted_run(data, tmp_path, monkeypatch):
 
 
 def test_extra_negative_kinds(data):
-    from orderlib.training.hypernymy import _Siblings, extra_negatives
+    from orderlib.concepts.negatives import Siblings as _Siblings
+    from orderlib.concepts.negatives import extra_negatives
 
     rng = np.random.default_rng(0)
     pos = data.train[:40]
@@ -136,7 +137,7 @@ def test_init_is_copied_constrained_and_part_of_the_checkpoint_key(data, tmp_pat
 
 def test_bilinear_linear_term_hand_case():
     """[x_u; 1]^T W [x_v; 1] + b = x_u^T W' x_v + a . x_u + c . x_v + W_DD + b (Socher et al.'s V [x_u; x_v])."""
-    from orderlib.encoders.concepts import build_concept_model
+    from orderlib.concepts import build_concept_model
 
     m = build_concept_model("order-embeddings (bilinear)", 3, 2, 0, linear=True)
     assert m.emb.weight.shape == (3, 3) and m.w.shape == (3, 3) and (m.emb.weight[:, -1] == 1).all()
@@ -171,8 +172,8 @@ def test_bilinear_linear_term_column_stays_constant(data, optimizer):
 
 
 def test_evaluation_trace_epoch_ends_are_the_trainers_epochs(data):
+    from orderlib.concepts import evaluation_trace
     from orderlib.eval.selection import choose_checkpoint
-    from orderlib.training.hypernymy import evaluation_trace
 
     cfg = HypernymyConfig(
         model="density order embeddings",
@@ -197,7 +198,7 @@ def test_evaluation_trace_epoch_ends_are_the_trainers_epochs(data):
 
 
 def test_evaluation_trace_evaluates_every_k_steps(data):
-    from orderlib.training.hypernymy import evaluation_trace
+    from orderlib.concepts import evaluation_trace
 
     cfg = HypernymyConfig(model="order-embeddings", dim=6, epochs=2, batch=16, lr=0.05)
     steps = -(-len(data.train) // cfg.batch)

@@ -7,9 +7,9 @@ import pytest
 import torch
 from test_train_hypernymy import chain_forest
 
+from orderlib.concepts.compiled import word2gauss_kernel
+from orderlib.concepts.word2gauss import Word2GaussConfig, train_word2gauss
 from orderlib.data.hypernymy import make_splits
-from orderlib.kernels import word2gauss_kernel
-from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
 
 pytestmark = pytest.mark.skipif(word2gauss_kernel() is None, reason="no C++ compiler to build the word2gauss loop")
 

@@ -1,5 +1,5 @@
-// One training step of a Table 1 table model, fused: what orderlib/training/hypernymy.py's _Stepper
-// does with autograd and RowAdam (orderlib/optim.py), in one call and one pass over the touched rows.
+// One training step of a Table 1 table model, fused: what orderlib/concepts/step.py's RowStep
+// does with autograd and RowAdam (orderlib/concepts/row_adam.py), in one call and one pass over the touched rows.
 //   1. the batch's distinct concepts (first-seen order, via a scratch marker over all concepts);
 //   2. their rows and Adam moments gathered and, under the catch-up rule, advanced through the
 //      zero-gradient steps dense Adam took since they were last touched (RowAdam._apply_skipped);
@@ -1058,7 +1058,68 @@ void concept_flush(std::vector<torch::Tensor> values, std::vector<torch::Tensor>
   });
 }
 
+// The compiled step of one model, bound once: its tables, moments, constraint, Adam settings, energy
+// and loss (orderlib/concepts/compiled.py builds one from the model's table specs). `step` and
+// `flush` then take only what changes between calls.
+class ConceptStep {
+ public:
+  ConceptStep(std::vector<torch::Tensor> values, std::vector<torch::Tensor> moments, torch::Tensor last,
+              std::vector<double> lower, std::vector<double> upper, std::vector<bool> ball,
+              std::vector<double> norm_lo, std::vector<double> norm_hi, double lr, double b1, double b2, double eps,
+              int64_t window, int64_t exact_until, bool catch_up, int64_t energy_kind,
+              std::vector<double> energy_params, int64_t loss, double margin, std::vector<torch::Tensor> dense,
+              std::vector<torch::Tensor> dense_grad)
+      : values_(std::move(values)), moments_(std::move(moments)), last_(std::move(last)), lower_(std::move(lower)),
+        upper_(std::move(upper)), ball_(std::move(ball)), norm_lo_(std::move(norm_lo)), norm_hi_(std::move(norm_hi)),
+        lr_(lr), b1_(b1), b2_(b2), eps_(eps), window_(window), exact_until_(exact_until), catch_up_(catch_up),
+        energy_kind_(energy_kind), energy_params_(std::move(energy_params)), loss_(loss), margin_(margin),
+        dense_(std::move(dense)), dense_grad_(std::move(dense_grad)) {
+    TORCH_CHECK(!values_.empty(), "ConceptStep: no tables");
+    check_tables(values_, moments_, values_.size(), lower_, upper_, ball_, norm_lo_, norm_hi_, last_);
+    mark_ = torch::full({values_[0].size(0)}, -1, torch::kLong);
+  }
+
+  // One step on `pairs` ((1 + K) B, 2) at Adam step t + 1 (concept_step); returns the loss.
+  double step(torch::Tensor pairs, int64_t b, int64_t t) {
+    return concept_step(values_, moments_, lower_, upper_, last_, mark_, pairs, b, t, lr_, b1_, b2_, eps_, window_,
+                        exact_until_, catch_up_, energy_kind_, energy_params_, loss_, margin_, dense_, dense_grad_,
+                        ball_, norm_lo_, norm_hi_);
+  }
+
+  // Every row brought up to Adam step t by the catch-up rule (concept_flush); nothing without catch-up.
+  void flush(int64_t t) {
+    if (catch_up_)
+      concept_flush(values_, moments_, lower_, upper_, last_, t, lr_, b1_, b2_, window_, exact_until_, ball_,
+                    norm_lo_, norm_hi_);
+  }
+
+ private:
+  std::vector<torch::Tensor> values_, moments_;
+  torch::Tensor last_, mark_;
+  std::vector<double> lower_, upper_;
+  std::vector<bool> ball_;
+  std::vector<double> norm_lo_, norm_hi_;
+  double lr_, b1_, b2_, eps_;
+  int64_t window_, exact_until_;
+  bool catch_up_;
+  int64_t energy_kind_;
+  std::vector<double> energy_params_;
+  int64_t loss_;
+  double margin_;
+  std::vector<torch::Tensor> dense_, dense_grad_;
+};
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("concept_step", &concept_step, "one fused training step of a Table 1 table model (energy, loss, lazy Adam)");
-  m.def("concept_flush", &concept_flush, "catch every table row up to the current Adam step (lazy Adam's flush)");
+  namespace py = pybind11;
+  py::class_<ConceptStep>(m, "ConceptStep", "one Table 1 model's fused training step (energy, loss, lazy Adam)")
+      .def(py::init<std::vector<torch::Tensor>, std::vector<torch::Tensor>, torch::Tensor, std::vector<double>,
+                    std::vector<double>, std::vector<bool>, std::vector<double>, std::vector<double>, double, double,
+                    double, double, int64_t, int64_t, bool, int64_t, std::vector<double>, int64_t, double,
+                    std::vector<torch::Tensor>, std::vector<torch::Tensor>>(),
+           py::arg("values"), py::arg("moments"), py::arg("last"), py::arg("lower"), py::arg("upper"),
+           py::arg("ball"), py::arg("norm_lo"), py::arg("norm_hi"), py::arg("lr"), py::arg("b1"), py::arg("b2"),
+           py::arg("eps"), py::arg("window"), py::arg("exact_until"), py::arg("catch_up"), py::arg("energy"),
+           py::arg("energy_params"), py::arg("loss"), py::arg("margin"), py::arg("dense"), py::arg("dense_grad"))
+      .def("step", &ConceptStep::step, py::arg("pairs"), py::arg("b"), py::arg("t"))
+      .def("flush", &ConceptStep::flush, py::arg("t"));
 }

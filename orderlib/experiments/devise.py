@@ -20,6 +20,8 @@ import pandas as pd
 import torch
 
 from orderlib.checkpoint import cached, code_version
+from orderlib.concepts import TRAINER_CODE as HYPERNYMY_CODE
+from orderlib.concepts import HypernymyConfig, train_concept_model
 from orderlib.data.fashion_mnist import CLASSES, SYNSETS, ensure_fashion_mnist, load_fashion_mnist
 from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.data.hypernymy import make_splits
@@ -40,8 +42,6 @@ from orderlib.params import device, matmul, one_of
 from orderlib.params import word_vectors as word_vectors_param
 from orderlib.reports import git_commit, model_record
 from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
-from orderlib.training.hypernymy import TRAINER_CODE as HYPERNYMY_CODE
-from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
 
 # Table 1 of Frome et al. (ILSVRC 2012 1K; hit@k in %, hp@k as fractions); 500-D rows for DeViSE and
 # random embeddings (the paper also lists 1000-D).

@@ -31,13 +31,12 @@ from tqdm.auto import tqdm
 
 from orderlib import precision
 from orderlib.checkpoint import fingerprint, load_checkpoint
+from orderlib.concepts import HypernymyConfig, init_from_poincare, train_concept_model
+from orderlib.concepts.word2gauss import Word2GaussConfig, train_word2gauss
 from orderlib.data.hypernymy import HypernymyData, authors_split, make_splits, transitive_closure_predict
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph
-from orderlib.encoders.hyperbolic import init_from_poincare
 from orderlib.params import boolean, device, matmul, one_of, subset_of, workers
 from orderlib.reports import model_record
-from orderlib.training.hypernymy import HypernymyConfig, train_concept_model
-from orderlib.training.word2gauss import Word2GaussConfig, train_word2gauss
 from orderlib.training.workers import huge_pages_for_children, resolve_workers
 
 PAPER_TABLE1 = {  # Table 1 of Vendrov et al. (2016), test accuracy (%) on 4000 withheld edges
@@ -121,7 +120,7 @@ ROW_NOTES = {
 # 500 corrupted pairs per batch, 30-50 epochs with early stopping on dev: we take 30). The paper
 # gives no settings for its baselines beyond word2gauss's 200 epochs and margin 7; ours are stated
 # here and in the notebook. Table models use Adam with dense Adam's trajectory computed lazily
-# ("lazy_adam", see orderlib/optim.py); word2gauss uses its own loop (orderlib/training/word2gauss.py).
+# ("lazy_adam", see orderlib/concepts/row_adam.py); word2gauss uses its own loop (orderlib/concepts/word2gauss.py).
 _FULL_MODELS = {
     "word2gauss": dict(epochs=200, patience=200),  # the paper's 200 epochs, no early stop
     "order-embeddings (symmetric)": dict(epochs=10, patience=3, lr=0.01, margin=1.0),
@@ -138,7 +137,7 @@ _FULL_MODELS = {
     ),
     "hyperbolic entailment cones": dict(epochs=15, patience=3, lr=0.01, margin=0.01),  # from Poincaré x 0.7
 }
-# Extra negative kinds per true pair for density order embeddings (training.hypernymy.NEGATIVE_KINDS;
+# Extra negative kinds per true pair for density order embeddings (concepts.NEGATIVE_KINDS;
 # Athiwaratkun & Wilson's S2 = swap, S4 = sibling), chosen on dev: their WordNet command used the
 # random corruption alone, their paper reports the kinds combined.
 DOE_NEGATIVES = [(), ("swap",), ("swap", "sibling")]
@@ -240,9 +239,9 @@ def preferred_device() -> str:
     """Table 1's device for DEVICE="auto" (runs.resolve_device's `prefer`): the CPU wherever the compiled
     table-model step builds (concept_step.cpp, one process per core), else CUDA (the PyTorch step in one
     process). Table 1's models are lookup tables: a few small kernels per batch of 500 pairs on a GPU."""
-    from orderlib import kernels
+    from orderlib.concepts import compiled
 
-    if torch.cuda.is_available() and kernels.concept_step_kernel() is None:
+    if torch.cuda.is_available() and compiled.concept_step_kernel() is None:
         return "cuda"
     return "cpu"
 

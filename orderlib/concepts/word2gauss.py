@@ -1,7 +1,7 @@
 """Table 1's word2gauss baseline (Vilnis & McCallum, 2015), trained as the seomoz/word2gauss code that
 Vendrov et al. ran: one (positive, corrupted) pair at a time with per-coordinate Adagrad, means
 kept in a ball and variances in a box (docs/protocols.md). The loop is compiled
-(orderlib/csrc/word2gauss.cpp) so the paper's 200 epochs take minutes. Each epoch's shuffle and
+(orderlib/csrc/word2gauss.cpp, built by orderlib/concepts/compiled.py) so the paper's 200 epochs take minutes. Each epoch's shuffle and
 negatives come from an RNG seeded by (seed, epoch), so a resumed run is the run it continues.
 """
 
@@ -16,11 +16,11 @@ from torch import nn
 
 from orderlib import penalties
 from orderlib.checkpoint import code_version, fingerprint
+from orderlib.concepts.base import ConceptModel
+from orderlib.concepts.compiled import W2G_SOURCE, source_key, word2gauss_kernel, word2gauss_status
+from orderlib.concepts.train import evaluate
 from orderlib.data.hypernymy import HypernymyData
-from orderlib.encoders.concepts import ConceptModel
-from orderlib.kernels import W2G_SOURCE, build_flags, word2gauss_kernel, word2gauss_status
 from orderlib.training import ThresholdResult, fit
-from orderlib.training.hypernymy import evaluate
 
 
 @dataclass
@@ -122,9 +122,9 @@ def train_word2gauss(
     key = {
         **asdict(cfg),
         "code": code_version(
-            "orderlib.training.word2gauss", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold"
+            "orderlib.concepts.word2gauss", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold"
         ),
-        "kernel": fingerprint(W2G_SOURCE.read_text(), build_flags(W2G_SOURCE)),
+        "kernel": source_key(W2G_SOURCE),
         "data": fingerprint(
             data.protocol,
             data.n_nodes,

@@ -1,9 +1,5 @@
-"""Concept tables for WordNet hypernymy (Sec. 3 of Vendrov et al.): one learned embedding per synset.
-
-Each model gives `energy(u, v)` (low = "u is a hyponym of v") and names its loss; `tables()` and
-`manifolds()` tell a trainer which rows to update lazily and which live on a Riemannian manifold.
-Importing this module registers the models of `boxes.py` and `hyperbolic.py`.
-"""
+"""Table 1's Euclidean concept models: order-embeddings (Sec. 3 of Vendrov et al.), its symmetric
+and bilinear baselines, word2gauss's Gaussians and density order embeddings."""
 
 from __future__ import annotations
 
@@ -13,54 +9,8 @@ import torch
 from torch import nn
 
 from orderlib import penalties
-
-
-class ConceptModel(nn.Module):
-    """Base class: `energy(u, v)` over int64 index tensors (B,) -> (B,)."""
-
-    loss = "max_margin"
-
-    def energy(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:  # pragma: no cover
-        raise NotImplementedError
-
-    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Return what the training loss sees: the energy, unless a model trains on another score."""
-        return self.energy(u, v)
-
-    def tables(self) -> dict[str, nn.Parameter]:
-        """Return the per-concept tables by parameter name (rows indexed by concept id)."""
-        return {f"{name}.weight": m.weight for name, m in self.named_modules() if isinstance(m, nn.Embedding)}
-
-    def manifolds(self) -> dict:
-        """Return {table name: geoopt manifold} for tables whose rows are points of a manifold."""
-        return {}
-
-    def constrain(self, name: str, block: torch.Tensor) -> torch.Tensor:
-        """Return rows of table `name` with the model's constraints re-imposed (after a step)."""
-        return block
-
-    def constant_columns(self) -> dict[str, int]:
-        """Return {table name: k} for tables whose last k columns are constants held at 1 (an
-        affine term written as a bilinear one); trainers reset them and their moments after a step."""
-        return {}
-
-    def fused_energy(self) -> dict | None:
-        """Describe the energy for the compiled step (orderlib/training/concept_step.py): its name,
-        tables, per-table bounds (the constraint), parameters (concept_step.ENERGIES gives their
-        order) and, optionally, the dense parameters it reads ("dense"); None where the model has
-        no compiled form."""
-        return None
-
-    @torch.no_grad()
-    def constrain_all_(self) -> None:
-        for name, t in self.tables().items():
-            t.copy_(self.constrain(name, t))
-
-    @torch.no_grad()
-    def energies(self, pairs: torch.Tensor, batch: int = 65536) -> torch.Tensor:
-        """Return the energy of every pair in (P, 2), in batches."""
-        out = [self.energy(p[:, 0], p[:, 1]) for p in pairs.split(batch)]
-        return torch.cat(out) if out else pairs.new_zeros(0, dtype=torch.float32)
+from orderlib.concepts.base import ConceptModel
+from orderlib.concepts.spec import TableSpec
 
 
 class OrderEmbedding(ConceptModel):
@@ -75,11 +25,11 @@ class OrderEmbedding(ConceptModel):
     def energy(self, u, v):
         return penalties.order_violation(self.emb(u), self.emb(v))  # (B,)
 
-    def constrain(self, name, block):
-        return block.clamp(min=0)
+    def table_specs(self):
+        return {"emb.weight": TableSpec(lower=0.0)}
 
-    def fused_energy(self):
-        return {"energy": "order_violation", "tables": ["emb.weight"], "bounds": [(0.0, math.inf)], "params": []}
+    def compiled_energy(self):
+        return {"energy": "order_violation", "params": []}
 
 
 class SymmetricEmbedding(ConceptModel):
@@ -94,8 +44,8 @@ class SymmetricEmbedding(ConceptModel):
     def energy(self, u, v):
         return penalties.cosine_distance(self.emb(u), self.emb(v))
 
-    def fused_energy(self):
-        return {"energy": "cosine", "tables": ["emb.weight"], "bounds": [(-math.inf, math.inf)], "params": [1e-8]}
+    def compiled_energy(self):
+        return {"energy": "cosine", "params": [1e-8]}
 
 
 class BilinearEmbedding(ConceptModel):
@@ -125,23 +75,11 @@ class BilinearEmbedding(ConceptModel):
     def energy(self, u, v):
         return -(penalties.bilinear_score(self.emb(u), self.w, self.emb(v)) + self.b)
 
-    def constrain(self, name, block):
-        if self.linear and name == "emb.weight":
-            block = block.clone()
-            block[:, -1] = 1.0
-        return block
+    def table_specs(self):
+        return {"emb.weight": TableSpec(constant=int(self.linear))}
 
-    def constant_columns(self):
-        return {"emb.weight": 1} if self.linear else {}
-
-    def fused_energy(self):
-        return {
-            "energy": "bilinear",
-            "tables": ["emb.weight"],
-            "bounds": [(-math.inf, math.inf)],
-            "params": [],
-            "dense": ["w", "b"],
-        }
+    def compiled_energy(self):
+        return {"energy": "bilinear", "params": [], "dense": ["w", "b"]}
 
 
 class GaussianEmbedding(ConceptModel):
@@ -167,10 +105,11 @@ class GaussianEmbedding(ConceptModel):
     def energy(self, u, v):
         return penalties.gaussian_kl(self.mu(u), self.log_var(u).exp(), self.mu(v), self.log_var(v).exp())
 
-    def constrain(self, name, block):
-        if name == "mu.weight":
-            return block * (self.mu_max / block.norm(dim=-1, keepdim=True).clamp(min=1e-12)).clamp(max=1.0)
-        return block.clamp(math.log(self.var_min), math.log(self.var_max))
+    def table_specs(self):
+        return {
+            "mu.weight": TableSpec(norm=(0.0, self.mu_max)),
+            "log_var.weight": TableSpec(lower=math.log(self.var_min), upper=math.log(self.var_max)),
+        }
 
 
 class DensityOrderEmbedding(ConceptModel):
@@ -215,38 +154,8 @@ class DensityOrderEmbedding(ConceptModel):
             self._mean(u), self.log_var(u).exp(), self._mean(v), self.log_var(v).exp(), self.gamma
         )  # (B,)
 
-    def constrain(self, name, block):
-        if name == "log_var.weight" and (self.log_var_min > -math.inf or self.log_var_max < math.inf):
-            return block.clamp(self.log_var_min, self.log_var_max)
-        return block
+    def table_specs(self):
+        return {"mu.weight": TableSpec(), "log_var.weight": TableSpec(lower=self.log_var_min, upper=self.log_var_max)}
 
-    def fused_energy(self):
-        return {
-            "energy": "density_order",
-            "tables": ["mu.weight", "log_var.weight"],
-            "bounds": [(-math.inf, math.inf), (self.log_var_min, self.log_var_max)],
-            "params": [self.gamma, float(self.normalize)],
-        }
-
-
-CONCEPT_MODELS = {
-    "order-embeddings": OrderEmbedding,
-    "order-embeddings (symmetric)": SymmetricEmbedding,
-    "order-embeddings (bilinear)": BilinearEmbedding,
-    "word2gauss": GaussianEmbedding,
-    "density order embeddings": DensityOrderEmbedding,
-}
-
-
-def build_concept_model(name: str, n: int, dim: int = 50, seed: int = 0, **kwargs) -> ConceptModel:
-    """Build a Table 1 model by its row name, initialised from `seed` (no global seeding);
-    `kwargs` go to its constructor (gamma, beta, K, ...)."""
-    if name not in CONCEPT_MODELS:
-        raise ValueError(f"unknown model {name!r}; expected one of {sorted(CONCEPT_MODELS)}")
-    g = torch.Generator().manual_seed(seed)
-    return CONCEPT_MODELS[name](n, dim, generator=g, **kwargs)
-
-
-# The later models subclass ConceptModel and add themselves to CONCEPT_MODELS on import.
-import orderlib.encoders.boxes  # noqa: E402,F401
-import orderlib.encoders.hyperbolic  # noqa: E402,F401
+    def compiled_energy(self):
+        return {"energy": "density_order", "params": [self.gamma, float(self.normalize)]}

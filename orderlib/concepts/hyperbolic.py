@@ -1,7 +1,7 @@
 """Hyperbolic concept tables for WordNet hypernymy: Poincaré embeddings (Nickel & Kiela, 2017) and
 entailment cones (Ganea et al., 2018).
 
-Rows are points of geoopt's unit Poincaré ball (curvature -1); `manifolds()` names it, so the
+Rows are points of geoopt's unit Poincaré ball (curvature -1); its `TableSpec` says so, and the
 trainers take Riemannian Adam steps on the rows a batch touches.
 """
 
@@ -18,7 +18,8 @@ with warnings.catch_warnings():  # geoopt 0.5 decorates its maths with torch.jit
     import geoopt
 
 from orderlib import penalties
-from orderlib.encoders.concepts import CONCEPT_MODELS, ConceptModel
+from orderlib.concepts.base import ConceptModel
+from orderlib.concepts.spec import TableSpec
 
 
 def _unit_ball(ball: geoopt.PoincareBall) -> bool:
@@ -45,8 +46,8 @@ class PoincareEmbedding(ConceptModel):
         with torch.no_grad():
             self.emb.weight.uniform_(-init_range, init_range, generator=generator)
 
-    def manifolds(self):
-        return {"emb.weight": self.ball}
+    def table_specs(self):
+        return {"emb.weight": TableSpec(ball=True)}
 
     def forward(self, u, v):
         """Return the distance d(u, v), what Nickel & Kiela's loss is defined on."""
@@ -55,21 +56,9 @@ class PoincareEmbedding(ConceptModel):
     def energy(self, u, v):
         return penalties.poincare_isa_energy(self.emb(u), self.emb(v), self.alpha)  # (B,)
 
-    def constrain(self, name, block):
-        return self.ball.projx(block)
-
-    def fused_energy(self):
-        """The training energy (the distance) for the compiled step; rows on the ball, projected as projx."""
-        if not _unit_ball(self.ball):
-            return None
-        return {
-            "energy": "poincare_distance",
-            "tables": ["emb.weight"],
-            "bounds": [(-math.inf, math.inf)],
-            "params": [],
-            "ball": [True],
-            "norm_bounds": [(0.0, math.inf)],
-        }
+    def compiled_energy(self):
+        """The training energy (the distance) for the compiled step, which knows the unit ball only."""
+        return {"energy": "poincare_distance", "params": []} if _unit_ball(self.ball) else None
 
 
 class HyperbolicCones(ConceptModel):
@@ -95,34 +84,18 @@ class HyperbolicCones(ConceptModel):
             r = self.r_min + 0.5 * torch.rand(n, 1, generator=generator)
             w.mul_(r / w.norm(dim=-1, keepdim=True).clamp(min=1e-12))
 
-    def manifolds(self):
-        return {"emb.weight": self.ball}
+    def table_specs(self):
+        return {"emb.weight": TableSpec(norm=(self.r_min, self.r_max), ball=True)}
 
     def energy(self, u, v):
         return penalties.cone_violation(self.emb(u), self.emb(v), self.K)  # (B,)
 
-    def constrain(self, name, block):
-        n = block.norm(dim=-1, keepdim=True).clamp(min=1e-12)
-        return block * (n.clamp(self.r_min, self.r_max) / n)
-
-    def fused_energy(self):
-        """The energy for the compiled step; rows on the ball, norms clamped into the annulus."""
-        if not _unit_ball(self.ball):
-            return None
-        return {
-            "energy": "cones",
-            "tables": ["emb.weight"],
-            "bounds": [(-math.inf, math.inf)],
-            "params": [self.K],
-            "ball": [True],
-            "norm_bounds": [(self.r_min, self.r_max)],
-        }
+    def compiled_energy(self):
+        """The energy for the compiled step, which knows the unit ball only."""
+        return {"energy": "cones", "params": [self.K]} if _unit_ball(self.ball) else None
 
 
 def init_from_poincare(poincare: PoincareEmbedding, rescale: float = 0.7) -> dict[str, torch.Tensor]:
     """Return the cones' initial table from trained Poincare embeddings, scaled by `rescale`
     (0.7 in Ganea et al.'s code); the trainer then clips it into the annulus."""
     return {"emb.weight": poincare.emb.weight.detach().clone() * rescale}
-
-
-CONCEPT_MODELS.update({"Poincaré embeddings": PoincareEmbedding, "hyperbolic entailment cones": HyperbolicCones})

@@ -7,13 +7,11 @@ in [0, 1]^D after any step.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from orderlib import penalties
-from orderlib.encoders.concepts import CONCEPT_MODELS, ConceptModel
+from orderlib.concepts.base import ConceptModel
 
 
 def _logit(p: torch.Tensor) -> torch.Tensor:
@@ -53,13 +51,8 @@ class BoxEmbedding(_SigmoidBoxes):
     def energy(self, u, v):
         return penalties.box_energy(*self.corners(u), *self.corners(v), self.temperature)  # (B,)
 
-    def fused_energy(self):
-        return {
-            "energy": "box",
-            "tables": ["lo.weight", "side.weight"],
-            "bounds": [(-math.inf, math.inf)] * 2,
-            "params": [self.temperature],
-        }
+    def compiled_energy(self):
+        return {"energy": "box", "params": [self.temperature]}
 
 
 class GumbelBoxEmbedding(_SigmoidBoxes):
@@ -77,13 +70,8 @@ class GumbelBoxEmbedding(_SigmoidBoxes):
     def energy(self, u, v):
         return penalties.gumbel_box_energy(*self.corners(u), *self.corners(v), self.beta, self.temperature)
 
-    def fused_energy(self):
+    def compiled_energy(self):
         return {
             "energy": "gumbel_box",
-            "tables": ["lo.weight", "side.weight"],
-            "bounds": [(-math.inf, math.inf)] * 2,
             "params": [self.beta, self.beta if self.temperature is None else self.temperature],
         }
-
-
-CONCEPT_MODELS.update({"box embeddings": BoxEmbedding, "Gumbel box embeddings": GumbelBoxEmbedding})

@@ -118,7 +118,7 @@ class RowAdam:
         `constrain(name, block)` maps updated rows before they are written back.
         """
         mv, cur = self._gather(rows, constrain)
-        self.t += 1
+        self.advance()
         b1, b2 = self.betas
         c1, c2 = 1 - b1**self.t, 1 - b2**self.t
         for k, g in grads.items():
@@ -130,6 +130,12 @@ class RowAdam:
             v.mul_(b2).addcmul_(g, g, value=1 - b2).clamp_(min=_TINY)
             cur[k].sub_((m / c1).div_((v / c2).sqrt_().add_(self.eps)), alpha=self.lr)
         self._write(rows, mv, cur, constrain)
+
+    def advance(self) -> int:
+        """Count one more step and return its number: the one place the step counter moves (the
+        compiled step advances it here too)."""
+        self.t += 1
+        return self.t
 
     def _riemannian_step(self, manifold, x, m, v, g, c1, c2) -> None:
         """Update points x (R, D) in place by geoopt's RiemannianAdam rule; m, v are their moments."""
