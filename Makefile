@@ -55,35 +55,35 @@ browser: $(STAMP)
 index: $(STAMP)
 	$(PY) -m orderlib.tools.report_index
 
-# Benchmarks: measurements that are not tests (the optimizer choice for Table 1, the fused
-# all-pairs penalty). Each writes a table under reports/tables/.
+# Benchmarks (benchmarks/README.md): measurements that are not tests (the optimizer choice for
+# Table 1, the fused all-pairs penalty). Each writes a table under reports/tables/.
 bench: bench-penalty bench-seeds
-	$(PY) benchmarks/hypernymy_optimizer.py
-	$(PY) benchmarks/word2gauss_loop.py
-	$(PY) benchmarks/concept_step.py
-	$(PY) benchmarks/huge_pages.py
-	$(PY) benchmarks/gru_step.py
-	$(PY) benchmarks/lanes.py
-	$(PY) benchmarks/compute_floor.py
-	$(PY) benchmarks/label_vectors.py
+	$(PY) benchmarks/standing/hypernymy_optimizer.py
+	$(PY) benchmarks/standing/word2gauss_loop.py
+	$(PY) benchmarks/standing/concept_step.py
+	$(PY) benchmarks/standing/huge_pages.py
+	$(PY) benchmarks/standing/gru_step.py
+	$(PY) benchmarks/standing/lanes.py
+	$(PY) benchmarks/standing/compute_floor.py
+	$(PY) benchmarks/standing/label_vectors.py
 
 bench-penalty: data
-	$(PY) benchmarks/penalty.py
+	$(PY) benchmarks/standing/penalty.py
 
 # Seed spread of the headline rows (full preset, 3 seeds each; resumable; each script's docstring says
 # what a seed draws). Each writes a seed-spread table (per-seed rows, claims, verdicts) that the notebooks quote.
 bench-seeds: data
-	$(PY) benchmarks/devise_seed_spread.py
-	$(PY) benchmarks/devise_pair_labels.py
-	$(PY) benchmarks/retrieval_seed_spread.py
-	$(PY) benchmarks/utama_seed_spread.py
-	$(PY) benchmarks/sherlock_seed_spread.py
-	$(PY) benchmarks/sherlock_table4_seed_spread.py
+	$(PY) benchmarks/seed_spread/devise_seed_spread.py
+	$(PY) benchmarks/seed_spread/devise_pair_labels.py
+	$(PY) benchmarks/seed_spread/retrieval_seed_spread.py
+	$(PY) benchmarks/seed_spread/utama_seed_spread.py
+	$(PY) benchmarks/seed_spread/sherlock_seed_spread.py
+	$(PY) benchmarks/seed_spread/sherlock_table4_seed_spread.py
 
 # On a machine with a CUDA device: the CUDA tests, bench_penalty's CUDA rows, a torchrun training on
 # NCCL and notebooks 03-05 on the GPU (bench_reproduce_cuda); logs under runs/gpu_check/.
 gpu-check: data
-	bash benchmarks/gpu_check.sh $(PY)
+	bash benchmarks/standing/gpu_check.sh $(PY)
 
 # Like reproduce, but keeps the checkpoints of an interrupted run and resumes from them.
 # Each notebook is timed; the timings are the bench_reproduce table (orderlib/tools/reproduce.py).

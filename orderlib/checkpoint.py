@@ -1,4 +1,4 @@
-"""Atomic writes and resumable checkpoints.
+"""Resumable checkpoints.
 
 A checkpoint is keyed by the run's settings, its data's `fingerprint` and the trainer's
 `code_version`; only a checkpoint of the same key is resumed. `locked(path)` makes a second run of
@@ -14,7 +14,6 @@ import os
 import pickle
 import re
 import sys
-import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -23,59 +22,14 @@ import numpy as np
 import torch
 from filelock import FileLock
 
-from orderlib.encoders.skipgram import WordVectors
+from orderlib.atomic import write_temp
 from orderlib.paths import runs_root
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _write_temp(path: Path, write) -> Path:
-    """Write through `write(tmp_path)` into a temp file beside `path` with the mode a new file
-    would get (mkstemp's is 0600); return the temp path, not yet in place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return Path(tmp)
-
-
-def atomic_write_files(contents: dict[Path, bytes]) -> None:
-    """Write several files as a set: every temp file first, then the renames (so a failure while
-    producing any of them leaves all the old files in place)."""
-    temps = {}
-    try:
-        for path, data in contents.items():
-            temps[Path(path)] = _write_temp(Path(path), lambda tmp, d=data: Path(tmp).write_bytes(d))
-    except BaseException:
-        for tmp in temps.values():
-            tmp.unlink(missing_ok=True)
-        raise
-    for path, tmp in temps.items():
-        os.replace(tmp, path)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to a temp file beside `path`, then rename it into place."""
-    atomic_write_files({Path(path): data})
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
     """torch.save `state` atomically."""
     path = Path(path)
-    os.replace(_write_temp(path, lambda tmp: torch.save(state, tmp)), path)
+    os.replace(write_temp(path, lambda tmp: torch.save(state, tmp)), path)
 
 
 class CheckpointError(ValueError):
@@ -98,7 +52,6 @@ SAFE_GLOBALS = (
     (_multiarray._reconstruct, "numpy.core.multiarray._reconstruct"),  # the same, as numpy 1 names it
     (_multiarray.scalar, "numpy._core.multiarray.scalar"),  # a numpy number from dtype and bytes (the item CNN's lr)
     (_multiarray.scalar, "numpy.core.multiarray.scalar"),  # the same, as numpy 1 names it
-    WordVectors,  # utama's skip-gram cache: a dataclass of words and an array, no __setstate__ or __reduce__
 )
 _LOADING = threading.Lock()  # safe_globals edits torch's process-wide allowlist: one load at a time
 # torch names a refused function or class in one of two wordings: a GLOBAL opcode it will not resolve, or a

@@ -24,7 +24,7 @@ except Exception:  # ImportError, or a broken install: no Triton path
     triton = None
 
 # (tile rows, tile columns, warps, pipelining stages, loop unrolling): forward (BN, BM), backward
-# (BA, BK); the first is the interpreter's. On the H200 (benchmarks/triton_backward_sweep.py) 64
+# (BA, BK); the first is the interpreter's. On the H200 (benchmarks/investigations/triton_backward_sweep.py) 64
 # element-pairs per thread with unrolled, pipelined walks did best: 1.6x (forward 5.7 T/s) and 2x
 # (each gradient 8.2-8.4 T/s) the untuned tiles; 128 columns or 8 warps halved the rate. Tiles of 8 x 256
 # and 4 x 512 (fewer loads of w per step) ran at half the rate of 32 x 64 (H200, 2026-11-27): each step

@@ -69,19 +69,6 @@ def existing(kind: str = "path", optional: bool = True) -> Validator:
     return check
 
 
-def word_vectors(name, value):
-    """None (the notebook's own skip-gram), a named source (encoders.skipgram.NAMED_VECTORS, e.g.
-    "glove-6b-50d") or an existing word2vec / GloVe file."""
-    from orderlib.encoders.skipgram import NAMED_VECTORS
-
-    if isinstance(value, str) and value in NAMED_VECTORS:
-        return value
-    try:
-        return existing("file")(name, value)
-    except ValueError as e:
-        raise ValueError(f"{e} (a word2vec / GloVe file, or one of {sorted(NAMED_VECTORS)})") from None
-
-
 def positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name}={value!r} must be a positive integer")

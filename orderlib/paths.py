@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
+
+from orderlib.atomic import atomic_write_text
 
 DATA_ENV = "ORDERLIB_DATA"
 _REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +55,12 @@ def reports_root() -> Path:
     return _folder(REPORTS_ENV, "reports")
 
 
+def slug(text: str) -> str:
+    """Return a file-name-safe ASCII form of a name ("Poincaré embeddings" -> "poincare-embeddings")."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")
+
+
 def sha256_files(paths: Iterable[Path]) -> str:
     """sha256 over the bytes of `paths`, in the order given, read in 1 MiB blocks."""
     h = hashlib.sha256()
@@ -67,8 +77,6 @@ MANIFEST = "MANIFEST.json"
 def write_manifest(folder: Path, names: Iterable[str]) -> None:
     """Record the size and sha256 of the files `names` in `folder`/MANIFEST.json (set-up's receipt)."""
     import json
-
-    from orderlib.checkpoint import atomic_write_text
 
     folder = Path(folder)
     entries = {n: {"bytes": (folder / n).stat().st_size, "sha256": sha256_files([folder / n])} for n in sorted(names)}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from orderlib import freshness
-from orderlib.checkpoint import atomic_write_files
+from orderlib.atomic import atomic_write_files
 from orderlib.paths import repo_root
 
 REQUIRED_COLUMNS = ("method", "metric", "paper", "ours")

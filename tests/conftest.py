@@ -102,13 +102,13 @@ def one_thread():
 
 @pytest.fixture
 def benchmark_module():
-    """A loader: benchmark_module("doe_gamma") is benchmarks/doe_gamma.py as a module (benchmarks/
-    is not a package)."""
+    """A loader: benchmark_module("doe_gamma") is benchmarks/investigations/doe_gamma.py as a module
+    (found in whichever of benchmarks/' folders holds it; benchmarks/ is not a package)."""
     import importlib.util
     from pathlib import Path
 
     def load(name: str):
-        path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+        (path,) = (Path(__file__).resolve().parents[1] / "benchmarks").glob(f"*/{name}.py")
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)

@@ -1,4 +1,4 @@
-"""benchmarks/compute_floor.py: the FLOP it divides by the GEMM peak are the step's real products."""
+"""benchmarks/standing/compute_floor.py: the FLOP it divides by the GEMM peak are the step's real products."""
 
 import json
 

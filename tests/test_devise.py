@@ -97,8 +97,9 @@ def test_devise_scores_dot_and_order():
 
 
 def test_train_devise_learns_and_leaves_the_given_cnn_alone(toy_items):
-    from orderlib.encoders.cnn import CNNConfig, train_item_cnn
+    from orderlib.encoders.cnn import CNNConfig
     from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
+    from orderlib.training.item_cnn import train_item_cnn
 
     x, y = toy_items(600)
     hx, hy = toy_items(200, seed=1)
@@ -192,9 +193,10 @@ def test_sense_vectors_follow_every_lemma_and_the_gloss(tmp_path):
 
 
 def test_trained_models_record_their_provenance_and_a_reload_says_loaded(toy_items, tmp_path):
-    from orderlib.encoders.cnn import CNNConfig, train_item_cnn
+    from orderlib.encoders.cnn import CNNConfig
     from orderlib.reports import git_commit
     from orderlib.training.devise import DeViSEConfig, train_devise
+    from orderlib.training.item_cnn import train_item_cnn
 
     x, y = toy_items(200)
     hx, hy = toy_items(60, seed=1)

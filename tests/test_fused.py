@@ -381,12 +381,14 @@ def test_backward_machine_code_spends_a_max_and_an_fma_per_element_pair(benchmar
 
 
 def test_backward_sweep_variants_match_reference_in_interpreter():
-    """benchmarks/triton_backward_sweep.py under Triton's CPU interpreter: both formulations of a pass
-    and `closed_backward` (the closure in the kernel, the variant a GPU run times) against float64."""
+    """benchmarks/investigations/triton_backward_sweep.py under Triton's CPU interpreter: both
+    formulations of a pass and `closed_backward` (the closure in the kernel, the variant a GPU run
+    times) against float64."""
     import re
     from pathlib import Path
 
-    out = _in_interpreter(str(Path(__file__).resolve().parents[1] / "benchmarks" / "triton_backward_sweep.py"))
+    sweep = Path(__file__).resolve().parents[1] / "benchmarks" / "investigations" / "triton_backward_sweep.py"
+    out = _in_interpreter(str(sweep))
     assert out.returncode == 0, out.stderr[-3000:]
     errors = [float(v) for v in re.findall(r"(?:error / largest gradient|with NaN inputs): ([0-9.e+-]+)", out.stdout)]
     assert len(errors) == 4, out.stdout

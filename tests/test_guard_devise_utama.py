@@ -22,14 +22,15 @@ import pytest
 import torch
 from guards import assert_key_covers, assert_test_blind
 
-import orderlib.encoders.cnn as cnn_module
 import orderlib.experiments.devise_pairs as dp
 import orderlib.training.composition as composition
 import orderlib.training.devise as devise_training
+import orderlib.training.item_cnn as cnn_module
 from orderlib.checkpoint import fingerprint
 from orderlib.data.fashion_mnist import FashionMNIST
 from orderlib.data.wordnet import NounGraph
 from orderlib.encoders.cnn import ItemCNN, item_features
+from orderlib.eval import attribute_tables
 from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep
 from orderlib.eval.hierarchy import hit_at_k
 from orderlib.experiments import devise as dexp
@@ -370,7 +371,7 @@ def test_utama_epochs_and_the_val_chosen_bias_never_see_test(tmp_path, monkeypat
         biases.append(float(bias))
         return accuracy_at_bias(scores, target, unseen, bias)
 
-    monkeypatch.setattr(uexp, "accuracy_at_bias", recorded_bias)
+    monkeypatch.setattr(attribute_tables, "accuracy_at_bias", recorded_bias)
     torch.manual_seed(0)
     cnn = ItemCNN(3, width=4, in_channels=3).eval().requires_grad_(False)
     cfg, words, runs = _utama_cfg(), _words(), itertools.count()

@@ -34,7 +34,7 @@ def _on_one_thread(one_thread):
 def _code_version_once(monkeypatch):
     """The trainers' code_version parses their modules on every call (a tenth of a second, more
     than a toy run): computed once per test here, since the code does not change within one."""
-    from orderlib.encoders import cnn
+    from orderlib.training import item_cnn as cnn
     from orderlib.experiments import oe_retrieval
 
     for module in (R, E, cnn, oe_retrieval):
@@ -186,7 +186,8 @@ def test_table2_item_cnn_early_stops_on_held_out_train_items_never_on_test(tmp_p
 
 
 def test_table2_item_cnn_checkpoint_key_covers_its_items_and_config(tmp_path, toy_items):
-    from orderlib.encoders.cnn import CNNConfig, train_item_cnn
+    from orderlib.encoders.cnn import CNNConfig
+    from orderlib.training.item_cnn import train_item_cnn
 
     (x, y), (hx, hy) = toy_items(200, 0), toy_items(100, 1)
     cfg = CNNConfig(epochs=1, batch=100, width=4)

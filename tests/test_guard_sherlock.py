@@ -18,6 +18,7 @@ from guards import assert_key_covers, assert_test_blind
 from test_facts import fake
 
 from orderlib.checkpoint import fingerprint
+from orderlib.data import fact_tasks
 from orderlib.data.facts import implies, make_fact_images
 from orderlib.encoders.cnn import ItemCNN
 from orderlib.experiments import sherlock as exp
@@ -64,7 +65,7 @@ def sources():
 def base(sources):
     """(cfg, FactData with GLOSS vectors, CNN) on fake Fashion-MNIST items."""
     mp = pytest.MonkeyPatch()
-    mp.setattr(exp, "load_fashion_mnist", lambda split: sources[split])
+    mp.setattr(fact_tasks, "load_fashion_mnist", lambda split: sources[split])
     rng = np.random.default_rng(0)
     words = {w: rng.standard_normal(4).astype(np.float32) for w in exp.vocabulary()}
     gloss = {w: rng.standard_normal(5).astype(np.float32) for w in exp.vocabulary()}

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, predict, scene_features, train_item_cnn
+from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, predict, scene_features
 from orderlib.encoders.image import ImageProjection
 from orderlib.encoders.joint import JointEmbedding
 from orderlib.penalties import cosine_distance_matrix, order_violation_matrix
+from orderlib.training.item_cnn import train_item_cnn
 
 
 def test_cnn_learns_toy_classes_and_skips_held_out_classes(toy_items):

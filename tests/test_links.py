@@ -1,9 +1,9 @@
 """Every relative Markdown link in the project's documentation resolves to a file in the repository.
 
-Checked: README.md, docs/*.md, reports/README.md and reports/tables/*.md. A link is `[text](path)`
-or `[text](path#anchor)` (images too); http(s) and mailto links, and links to an anchor of the
-same page, are left alone. Only the file part is checked, not the anchor. Links inside code spans
-and fenced code blocks are not links and are skipped.
+Checked: README.md, docs/*.md, benchmarks/README.md, reports/README.md and reports/tables/*.md.
+A link is `[text](path)` or `[text](path#anchor)` (images too); http(s) and mailto links, and links
+to an anchor of the same page, are left alone. Only the file part is checked, not the anchor. Links
+inside code spans and fenced code blocks are not links and are skipped.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(
-    [ROOT / "README.md", ROOT / "reports" / "README.md"]
+    [ROOT / "README.md", ROOT / "benchmarks" / "README.md", ROOT / "reports" / "README.md"]
     + list((ROOT / "docs").glob("*.md"))
     + list((ROOT / "reports" / "tables").glob("*.md"))
 )

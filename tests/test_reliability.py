@@ -110,8 +110,9 @@ def test_table1_library_path_twice_gives_the_same_table(tmp_path):
 
 
 def test_devise_training_twice_gives_the_same_model(toy_items):
-    from orderlib.encoders.cnn import CNNConfig, train_item_cnn
+    from orderlib.encoders.cnn import CNNConfig
     from orderlib.training.devise import DeViSEConfig, train_devise
+    from orderlib.training.item_cnn import train_item_cnn
 
     x, y = toy_items(200)
     hx, hy = toy_items(60, seed=1)
@@ -436,10 +437,9 @@ def test_fit_checkpoints_round_trip(tmp_path, monkeypatch):
 
 
 def test_cached_values_of_every_call_site_round_trip(tmp_path, monkeypatch):
-    """What devise, utama and oe_retrieval cache: arrays in dicts, bare arrays, WordVectors, tensors."""
+    """What devise, utama and oe_retrieval cache: arrays in dicts, bare arrays, word vectors as their
+    words and array, tensors."""
     monkeypatch.setenv("ORDERLIB_RUNS", str(tmp_path / "runs"))
-    from orderlib.encoders.skipgram import WordVectors
-
     vec = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     values = {
         "labels": {
@@ -452,7 +452,7 @@ def test_cached_values_of_every_call_site_round_trip(tmp_path, monkeypatch):
             "test_accuracy": 87.5,
         },
         "array": vec,
-        "word vectors": WordVectors(["a", "b", "c"], vec),
+        "word vectors": {"words": ["a", "b", "c"], "vectors": vec},  # encoders.word_vectors.token_vectors' cache
         "features": {"10crop": {"train": torch.ones(2, 3)}, "1crop": {"train": torch.zeros(2, 3)}},
     }
     for name, value in values.items():
@@ -464,8 +464,8 @@ def test_cached_values_of_every_call_site_round_trip(tmp_path, monkeypatch):
 
         got = cached(path, "k", rebuilt)
         if name == "word vectors":
-            assert type(got) is WordVectors and got.words == value.words and got.index == value.index
-            got, value = got.vectors, value.vectors
+            assert got["words"] == value["words"]
+            got, value = got["vectors"], value["vectors"]
         if name == "labels":
             rest = [{k: v for k, v in d.items() if k != "vectors"} for d in (got, value)]
             assert rest[0] == rest[1]

@@ -5,6 +5,7 @@ import pytest
 import torch
 from test_facts import fake
 
+from orderlib.data import fact_tasks
 from orderlib.data.facts import Fact
 from orderlib.experiments import sherlock as exp
 
@@ -23,7 +24,7 @@ def fake_task(cfg: dict, word_dim: int, gloss_dim: int | None = None):
     vectors of `gloss_dim`)."""
     sources = {"train": fake("train", 60000), "test": fake("test", 10000)}
     mp = pytest.MonkeyPatch()
-    mp.setattr(exp, "load_fashion_mnist", lambda split: sources[split])
+    mp.setattr(fact_tasks, "load_fashion_mnist", lambda split: sources[split])
     rng = np.random.default_rng(0)
     words = {w: rng.standard_normal(word_dim).astype(np.float32) for w in exp.vocabulary()}
     gloss = gloss_dim and {w: rng.standard_normal(gloss_dim).astype(np.float32) for w in exp.vocabulary()}
@@ -172,8 +173,8 @@ def test_sem_rows_seed_seeds_the_model_not_the_data(tmp_path):
     assert not torch.allclose(runs[0]["dist"], runs[1]["dist"])  # another seed, another model
     assert runs[0]["fit"].resumed and not runs[1]["fit"].resumed  # seed 0 reloaded, seed 1 its own file
     assert sorted(p.name for p in tmp_path.glob("*.pt")) == [
-        "structured_order_embedding__sem_a__810.pt",
-        "structured_order_embedding__sem_a__810_seed1.pt",
+        "structured-order-embedding-sem-a_810.pt",
+        "structured-order-embedding-sem-a_810_seed1.pt",
     ]
 
 
@@ -216,7 +217,7 @@ def test_gloss_row_regresses_its_own_language_view(tmp_path):
     with torch.no_grad():
         dims = [embed_images(out[m]["model"], data.images["test"][:2]).shape[-1] for m in rows]
     assert dims == [4, 6]
-    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["sem_a_810.pt", "sem_a__gloss_skip_gram_vectors_810.pt"]
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["sem-a-gloss-skip-gram-vectors_810.pt", "sem-a_810.pt"]
     df = exp.table4(out, t)
     assert set(df[df.method == rows[1]].protocol) == set(exp.PROTOCOLS)
     bare = exp.FactData(dataclasses.replace(t, languages={}), data.images, {})

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
+from orderlib.encoders import word_vectors
 from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep
 from orderlib.experiments import utama as exp
 from orderlib.training.composition import predict_scores
@@ -138,7 +139,7 @@ def test_vector_sets_add_the_gloss_skipgram_only_beside_other_vectors(tmp_path, 
     monkeypatch.setattr(wordnet, "ensure_wordnet", lambda version: None)
     monkeypatch.setattr(wordnet, "open_wordnet", lambda version: None)
     corpus = [list(np.random.default_rng(i).permutation(ATTRS + OBJS)) for i in range(50)]
-    monkeypatch.setattr(exp, "wordnet_corpus", lambda wn: corpus)
+    monkeypatch.setattr(word_vectors, "wordnet_corpus", lambda wn: corpus)
     cfg = {**exp.PRESETS["small"], "word_vectors": str(words), "skipgram": dict(dim=5, epochs=1)}
     tokens = exp.token_vectors(cfg, ATTRS + OBJS, tmp_path)
     sets, notes = exp.vector_sets(cfg, tokens, tmp_path, ATTRS + OBJS)
@@ -174,7 +175,7 @@ def test_the_default_vectors_are_glove_sense_vectors(real_wordnet, tmp_path, mon
     wn = open_wordnet("3.0")
     synsets = [wn.synset(ATTRIBUTES[a][0]) for a in STANDIN_ATTRS] + [wn.synset(n) for n in SYNSETS]
     few = [[l.lower() for l in s.lemma_names()] + tokenize_text(s.definition()) for s in synsets]
-    monkeypatch.setattr(exp, "wordnet_corpus", lambda wn: few * 5)
+    monkeypatch.setattr(word_vectors, "wordnet_corpus", lambda wn: few * 5)
     cfg = {**exp.PRESETS["small"], "skipgram": dict(dim=8, epochs=1)}
     sets, notes = exp.word_vectors(cfg, tmp_path)
     glove = load_word_vectors("glove-6b-50d")

@@ -88,7 +88,7 @@ def test_glove_by_name_without_its_package_says_how_to_install_it(monkeypatch):
 
 
 def test_the_word_vectors_parameter_takes_a_name_or_a_file(tmp_path):
-    from orderlib.params import word_vectors
+    from orderlib.encoders.skipgram import word_vectors_parameter as word_vectors
 
     assert word_vectors("WORD_VECTORS", None) is None and word_vectors("WORD_VECTORS", "glove-6b-50d") == "glove-6b-50d"
     (tmp_path / "v.txt").write_text("the 1 0\n")

@@ -98,3 +98,31 @@ def test_auto_workers_follow_this_process_s_threads_and_counts_are_taken_as_give
         resolve_workers(0)
     with pytest.raises(ValueError, match="WORKERS='four'"):  # a bad string names the parameter too
         resolve_workers("four")
+
+
+_INSTALLED: dict = {}
+
+
+def _install(value):
+    _INSTALLED["value"] = value
+
+
+def _worker_state(name: str) -> tuple:
+    import torch
+
+    return name, _INSTALLED.get("value"), os.environ.get("GLIBC_TUNABLES", ""), torch.get_num_threads(), os.getpid()
+
+
+def test_run_in_workers_setup_huge_pages_and_in_process(monkeypatch):
+    from orderlib.training.workers import run_in_workers
+
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.delenv("ORDERLIB_HUGE_PAGES", raising=False)
+    jobs = {n: {"name": n} for n in "abc"}
+    costs = {"a": 1.0, "b": 3.0, "c": 2.0}
+    out = run_in_workers(_worker_state, jobs, 2, costs, False, setup=(_install, ("data",)), huge_pages=True)
+    assert list(out) == list(jobs)  # the listed order, whatever order they ran in
+    assert all(v[:4] == (n, "data", HUGE_PAGES_TUNABLE, 1) and v[4] != os.getpid() for n, v in out.items())
+    assert "GLIBC_TUNABLES" not in os.environ
+    here = run_in_workers(_worker_state, jobs, 1, costs, False, setup=(_install, ("data",)), in_process=True)
+    assert list(here) == list(jobs) and all(v[4] == os.getpid() and v[1] is None for v in here.values())

@@ -3,7 +3,7 @@ word2gauss's loop (csrc/word2gauss.cpp), built on first use like the penalty ker
 
 The step does energy, loss, a hand-written gradient, lazy Adam and the constraint in one pass over
 the touched rows, where the PyTorch step makes about 50 small ATen calls: 2.3-6.1x faster per epoch
-(benchmarks/concept_step.py). It is bound once per run (`CompiledStep`), reads every table's
+(benchmarks/standing/concept_step.py). It is bound once per run (`CompiledStep`), reads every table's
 constraint from the model's `TableSpec`s, and keeps its optimiser state in the `RowAdam` it is given,
 so checkpoints are the same either way. ORDERLIB_FUSED=0 never builds or uses it.
 """

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from orderlib.params import existing
 from orderlib.paths import DataError
 
 _WORD = re.compile(r"[a-z0-9]+(?:['_-][a-z0-9]+)*")
@@ -159,7 +160,7 @@ def sense_vectors(wv: WordVectors, synsets, gloss_weight: float = 1.0, a: float 
     the gloss's mean word vector, each word weighted a / (a + p(word)) (Arora et al.'s smooth inverse
     frequency, p from the vectors' frequency order by Zipf's law, as GloVe and word2vec files list
     words most frequent first); unit-normalised, zero where nothing is known. The weight was chosen
-    by WordNet's own structure (benchmarks/label_vectors.py): a label should sit near its hypernym."""
+    by WordNet's own structure (benchmarks/standing/label_vectors.py): a label should sit near its hypernym."""
     rank = np.arange(1, len(wv.words) + 1, dtype=np.float64)
     p = 1.0 / (rank * np.log(1.78 * len(wv.words)))  # Zipf's law: p(r) = 1 / (r H_V), H_V ~ ln(1.78 V)
     rows = []
@@ -257,3 +258,14 @@ def _looks_binary(head: bytes) -> bool:
     except UnicodeDecodeError as e:
         return e.start < len(head) - 3
     return False
+
+
+def word_vectors_parameter(name, value):
+    """None (the notebook's own skip-gram), a named source (NAMED_VECTORS, e.g.
+    "glove-6b-50d") or an existing word2vec / GloVe file."""
+    if isinstance(value, str) and value in NAMED_VECTORS:
+        return value
+    try:
+        return existing("file")(name, value)
+    except ValueError as e:
+        raise ValueError(f"{e} (a word2vec / GloVe file, or one of {sorted(NAMED_VECTORS)})") from None

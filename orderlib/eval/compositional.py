@@ -150,3 +150,12 @@ def context_dependence(shifts: np.ndarray) -> np.ndarray:
     o = shifts.shape[1]
     mean_off = (cos.sum((1, 2)) - np.trace(cos, axis1=1, axis2=2)) / (o * (o - 1))
     return 1.0 - mean_off
+
+
+@torch.no_grad()
+def predict_scores(model, x, pairs, batch: int = 2048) -> torch.Tensor:
+    """(N, P) scores of inputs x (features or uint8 images) against pairs (P, 2), on the CPU, of a
+    recogniser (any model with `scores(x, pairs)`: orderlib.training.composition)."""
+    model.eval()
+    pairs = torch.as_tensor(pairs)
+    return torch.cat([model.scores(x[i : i + batch], pairs).cpu() for i in range(0, len(x), batch)])

@@ -17,9 +17,13 @@ images). Ties between equal scores are broken by image index (a stable sort, as 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
+from orderlib.data.fact_tasks import FactTask
+from orderlib.data.facts import generalisation_cases, implies
 from orderlib.eval.compositional import topk_accuracy
 
 STRICT, IMPLIED = "strict", "implied"
@@ -161,3 +165,275 @@ def implied_chance(n_true, n_candidates: int, k: int) -> float:
     n = np.asarray(n_true, np.float64)
     false = n_candidates - n
     return 100.0 * float(np.mean(np.minimum(k + n - 1, false + 1) / (false + 1)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The protocols over a FactTask: a method's (test images, facts) distances -> Table 4 / 5 rows.
+
+# Sherlock's Table 4, large-scale row: K1 / K5 / K10 (%) and mAP100 (%).
+PAPER_TABLE4 = {
+    "SEM-A": (16.39, 17.62, 18.41, 0.96),
+    "SEM-B": (13.27, 14.19, 14.80, 0.73),
+    "MV CCA": (12.28, 12.84, 13.15, 1.0),
+    "ESZSL": (5.80, 5.84, 5.86, 0.4),
+    "order-embeddings (symm.), caption-trained": (3.48, 3.48, 3.5, 0.021),
+    "order-embeddings (symm.), retrained on facts": (5.87, 6.06, 6.15, 0.29),
+}
+# Table 5 (K10, SPO facts with <= 5 training images): case -> {method: K10}, and the number of facts.
+PAPER_TABLE5 = {
+    "SP, O": (
+        {
+            "SEM-A": 2.063,
+            "SEM-B": 1.751,
+            "ESZSL": 0.149,
+            "order-embeddings (symm.), caption-trained": 0.013,
+            "order-embeddings (symm.), retrained on facts": 0.367,
+            "MV CCA": 1.221,
+        },
+        10605,
+    ),
+    "SO, P": (
+        {
+            "SEM-A": 3.022,
+            "SEM-B": 1.961,
+            "ESZSL": 0.098,
+            "order-embeddings (symm.), caption-trained": 0.025,
+            "order-embeddings (symm.), retrained on facts": 0.473,
+            "MV CCA": 1.462,
+        },
+        4842,
+    ),
+    "SO, PO": (
+        {
+            "SEM-A": 3.092,
+            "SEM-B": 1.645,
+            "ESZSL": 0.041,
+            "order-embeddings (symm.), caption-trained": 0.000,
+            "order-embeddings (symm.), retrained on facts": 0.543,
+            "MV CCA": 1.786,
+        },
+        1755,
+    ),
+    "SO, SP": (
+        {
+            "SEM-A": 2.962,
+            "SEM-B": 2.097,
+            "ESZSL": 0.038,
+            "order-embeddings (symm.), caption-trained": 0.013,
+            "order-embeddings (symm.), retrained on facts": 0.586,
+            "MV CCA": 1.109,
+        },
+        3133,
+    ),
+}
+PAPER_STRUCTURE_ABLATION_K1 = 8.1  # "averaged S, P and O parts" (vs SEM-A's 16.39)
+PAPER_TABLE4["SEM-A, S/P/O averaged (ablation)"] = (PAPER_STRUCTURE_ABLATION_K1, None, None, None)
+
+ALL, SAME_ORDER = "all facts", "facts of the image's order"
+
+
+def same_order(dist: torch.Tensor, task: FactTask) -> torch.Tensor:
+    """dist (test images, facts) with facts of another order than the image's fact set to +inf:
+    image -> fact retrieval when the fact type is given (a diagnostic beyond the paper)."""
+    img_order = task.orders[torch.as_tensor(task.test.fact)]
+    return dist.masked_fill(img_order[:, None] != task.orders[None, :], float("inf"))
+
+
+DOT_SCORED = ("ESZSL",)  # methods whose "distance" is minus a compatibility score, not a distance
+
+
+def implied_scores(method: str, dist: torch.Tensor) -> torch.Tensor:
+    """(N, F) `implied` scores (high = match) of a method's (test images, facts) distances: the v2
+    script's per-fact `euc` (eval.facts.fact_scores) of the distance taken as squared (the SEM rows'
+    is the squared Euclidean distance over the fact's own slots; CCA's and the symmetric caption
+    model's 1 - cos is half a squared distance between unit vectors; order violations are squared
+    norms); ESZSL (minus its bilinear compatibility) keeps the script's `dot`."""
+    d = torch.as_tensor(dist, dtype=torch.float64)
+    return -d if method in DOT_SCORED else fact_scores(d)
+
+
+@dataclass
+class Protocol:
+    """One protocol's view of a method's distances: scores (high = match), each image's true facts
+    (N, F) and each fact's relevant images (F, N)."""
+
+    name: str
+    scores: torch.Tensor
+    truth: torch.Tensor
+    relevant: torch.Tensor
+
+    def typed(self, task: FactTask) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores and truth with the facts of another order than the image's fact left out."""
+        other = task.orders[torch.as_tensor(task.test.fact)][:, None] != task.orders[None, :]
+        return self.scores.masked_fill(other, -float("inf")), self.truth & ~other
+
+    def topk(self, scores: torch.Tensor, truth: torch.Tensor, target: torch.Tensor, ks=(1, 5, 10)) -> dict:
+        """K@k: the project's top-k (strict) or the v2 script's rule over the true facts (implied)."""
+        return fact_topk(-scores, target, ks) if self.name == STRICT else implied_topk(scores, truth, ks)
+
+    def map(self, qf: torch.Tensor, top: int | None = None) -> float:
+        return fact_map(-self.scores[:, qf].T, None, None, top, relevant=self.relevant[qf])
+
+
+def protocols(method: str, dist: torch.Tensor, task: FactTask, names=PROTOCOLS) -> list[Protocol]:
+    """The `strict` (GetSherlockResults.m) and `implied` (GetSherlockResults_notharsh_v2.m) views."""
+    img_fact = torch.as_tensor(task.test.fact)
+    dist = torch.as_tensor(dist)
+    out = []
+    for name in names:
+        if name == STRICT:
+            own = torch.nn.functional.one_hot(img_fact, len(task.facts)).bool()  # (N, F)
+            out.append(Protocol(STRICT, -dist, own, own.T))
+        else:
+            imp = implies(task.facts)
+            out.append(
+                Protocol(
+                    IMPLIED,
+                    implied_scores(method, dist),
+                    implied_truth(imp, img_fact),
+                    flexible_relevance(imp, img_fact, torch.arange(len(task.facts))),
+                )
+            )
+    return out
+
+
+def retrieval_rows(
+    method: str, dist: torch.Tensor, task: FactTask, paper: dict = PAPER_TABLE4, names=PROTOCOLS
+) -> list[dict]:
+    """Table 4 rows of one method from its (test images, facts) distances, per protocol: image ->
+    fact K1/5/10 among all facts (the paper) and among the facts of the image's order, and fact ->
+    image mAP / mAP@100 (calcAP.m's), overall and per fact order. The `strict` rows use the
+    distances as they are (the project's ties); the paper's values stand beside both protocols."""
+    img_fact = torch.as_tensor(task.test.fact)
+    paper_values = dict(zip(("K1", "K5", "K10", "mAP@100"), paper.get(method, (None,) * 4)))  # the "all" scope's
+    rows = []
+    for p in protocols(method, dist, task, names):
+        typed_scores, typed_truth = p.typed(task)
+        ap = {top: average_precision(-p.scores.T, p.relevant, top) for top in (None, 100)}  # (F,) each, once
+        if p.name == IMPLIED:  # per-image credit, once for every image; a scope averages its images'
+            hits = {
+                c: implied_hits(s, t)
+                for c, (s, t) in ((ALL, (p.scores, p.truth)), (SAME_ORDER, (typed_scores, typed_truth)))
+            }
+        for scope, sel in (
+            ("all", torch.ones(len(img_fact), dtype=torch.bool)),
+            *[(f"order {k}", task.orders[img_fact] == k) for k in (1, 2, 3)],
+        ):
+            if not bool(sel.any()):  # no test image of this order: no query, no row
+                continue
+            qf = torch.unique(img_fact[sel]).numpy()
+
+            def topk(candidates, s, t):
+                if p.name == STRICT:
+                    return p.topk(s[sel], t[sel], img_fact[sel])
+                return {f"K{k}": 100.0 * float(np.nanmean(h[sel].numpy())) for k, h in hits[candidates].items()}
+
+            metrics = {
+                **topk(ALL, p.scores, p.truth),
+                "mAP": 100.0 * float(np.nanmean(ap[None][qf])),
+                "mAP@100": 100.0 * float(np.nanmean(ap[100][qf])),
+            }
+            rows += [
+                dict(
+                    method=method,
+                    protocol=p.name,
+                    scope=scope,
+                    candidates=ALL,
+                    metric=metric,
+                    paper=paper_values.get(metric) if scope == "all" else None,
+                    ours=value,
+                )
+                for metric, value in metrics.items()
+            ]
+            rows += [
+                dict(
+                    method=method,
+                    protocol=p.name,
+                    scope=scope,
+                    candidates=SAME_ORDER,
+                    metric=metric,
+                    paper=None,
+                    ours=value,
+                )
+                for metric, value in topk(SAME_ORDER, typed_scores, typed_truth).items()
+            ]
+    return rows
+
+
+def chance_rows(task: FactTask) -> list[dict]:
+    """Chance: k / number of candidate facts for K@k (all facts; facts of the image's order); under
+    `implied`, among all facts, the expected v2 credit of random scores (eval.facts.implied_chance)."""
+    img_fact = torch.as_tensor(task.test.fact)
+    img_order = task.orders[img_fact]
+    n_typed = torch.bincount(task.orders, minlength=4)[img_order].double()  # (N,) candidates of each image
+    n_true = implied_truth(implies(task.facts), img_fact).sum(1).numpy()
+    rows = []
+    for protocol in PROTOCOLS:
+        for k in (1, 5, 10):
+            k_all = (
+                100.0 * min(k, len(task.facts)) / len(task.facts)
+                if protocol == STRICT
+                else implied_chance(n_true, len(task.facts), k)
+            )
+            rows.append(
+                dict(
+                    method="chance",
+                    protocol=protocol,
+                    scope="all",
+                    candidates=ALL,
+                    metric=f"K{k}",
+                    paper=None,
+                    ours=k_all,
+                )
+            )
+            rows.append(
+                dict(
+                    method="chance",
+                    protocol=protocol,
+                    scope="all",
+                    candidates=SAME_ORDER,
+                    metric=f"K{k}",
+                    paper=None,
+                    ours=100.0 * float((k / n_typed).clamp(max=1).mean()),
+                )
+            )
+    return rows
+
+
+def generalisation_rows(method: str, dist: torch.Tensor, task: FactTask, cases: dict | None = None) -> list[dict]:
+    """Table 5: K10 over test images of the few-example SPO facts of each case, among all facts
+    (the paper) and among the SPO facts, per protocol."""
+    cases = cases if cases is not None else generalisation_cases(task.facts, task.train_counts)
+    img_fact = np.asarray(task.test.fact)
+    rows = []
+    for p in protocols(method, dist, task):
+        typed = p.typed(task)
+        for case, fact_ids in cases.items():
+            paper_k10, paper_facts = PAPER_TABLE5.get(case, ({}, None))
+            sel = torch.as_tensor(np.isin(img_fact, fact_ids))
+            target = torch.as_tensor(img_fact)[sel]
+            for candidates, (s, t) in ((ALL, (p.scores, p.truth)), (SAME_ORDER, typed)):
+                value = p.topk(s[sel], t[sel], target, ks=(10,))["K10"] if bool(sel.any()) else float("nan")
+                rows.append(
+                    dict(
+                        method=method,
+                        protocol=p.name,
+                        case=case,
+                        candidates=candidates,
+                        metric="K10",
+                        paper=paper_k10.get(method) if candidates == ALL else None,
+                        ours=value,
+                    )
+                )
+            rows.append(
+                dict(
+                    method=method,
+                    protocol=p.name,
+                    case=case,
+                    candidates="",
+                    metric="facts",
+                    paper=paper_facts,
+                    ours=float(len(fact_ids)),
+                )
+            )
+    return rows

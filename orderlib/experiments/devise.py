@@ -26,7 +26,7 @@ from orderlib.data.fashion_mnist import CLASSES, SYNSETS, ensure_fashion_mnist, 
 from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.data.hypernymy import make_splits
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph, open_wordnet
-from orderlib.encoders.cnn import CNNConfig, ItemCNN, to_input, train_item_cnn
+from orderlib.encoders.cnn import CNNConfig, ItemCNN, to_input
 from orderlib.encoders.skipgram import (
     NAMED_VECTORS,
     SkipGramConfig,
@@ -35,13 +35,14 @@ from orderlib.encoders.skipgram import (
     random_vectors,
     sense_vectors,
     train_skipgram,
+    word_vectors_parameter,
     wordnet_corpus,
 )
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, hops_from, neighbours, ring_set
 from orderlib.params import device, matmul, one_of
-from orderlib.params import word_vectors as word_vectors_param
 from orderlib.reports import git_commit, model_record
 from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
+from orderlib.training.item_cnn import train_item_cnn
 
 # Table 1 of Frome et al. (ILSVRC 2012 1K; hit@k in %, hp@k as fractions); 500-D rows for DeViSE and
 # random embeddings (the paper also lists 1000-D).
@@ -134,7 +135,7 @@ PRESETS = {
 }
 
 # Notebook parameters and their valid values (orderlib.params.validate).
-PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "WORD_VECTORS": word_vectors_param}
+PARAMETERS = {"PRESET": one_of(PRESETS), "MATMUL": matmul, "DEVICE": device, "WORD_VECTORS": word_vectors_parameter}
 
 
 @dataclass

@@ -26,7 +26,7 @@ from orderlib.encoders.cnn import ItemCNN, item_features
 from orderlib.encoders.skipgram import random_vectors
 from orderlib.eval.hierarchy import hierarchical_precision, hit_at_k, neighbours
 from orderlib.experiments import devise
-from orderlib.experiments.utama import row_slug
+from orderlib.paths import slug
 from orderlib.reports import model_record
 from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
 from orderlib.training.loop import fit
@@ -121,7 +121,7 @@ def train_rows(cnn: ItemCNN, data: dict, vectors: dict[str, np.ndarray], cfg: di
     dcfg = DeViSEConfig(epochs=cfg["epochs"], finetune_epochs=0, batch=cfg["batch"], lr=cfg["lr"], seed=cfg["seed"])
     for row, vec in vectors.items():
         models[row], _ = train_devise(
-            cnn, *data["train"], *data["held"], torch.as_tensor(vec), dcfg, device, Path(workdir) / row_slug(row), False
+            cnn, *data["train"], *data["held"], torch.as_tensor(vec), dcfg, device, Path(workdir) / slug(row), False
         )
         records[row] = models[row].provenance
     return models, records

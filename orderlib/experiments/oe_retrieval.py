@@ -25,12 +25,13 @@ from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.data.precomp import load_precomp
 from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, make_scenes
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
-from orderlib.encoders.cnn import CNNConfig, scene_features, train_item_cnn
+from orderlib.encoders.cnn import CNNConfig, scene_features
 from orderlib.eval.retrieval import TIE_COLUMNS, TIES, evaluate_retrieval, rank_metrics, retrieval_ranks, tie_columns
 from orderlib.params import ParameterError, device, existing, matmul, one_of, positive_int, subset_of, validate, workers
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
 from orderlib.reports import model_record
+from orderlib.training.item_cnn import train_item_cnn
 from orderlib.training.retrieval import (
     CaptionedImages,
     RetrievalConfig,

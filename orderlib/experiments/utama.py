@@ -15,62 +15,39 @@ from __future__ import annotations
 
 import copy
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 
-from orderlib.checkpoint import cached, code_version, fingerprint
-from orderlib.data.attributes import (
-    ATTRIBUTES,
-    ATTRS,
-    OBJECTS,
-    VERSION,
-    make_attribute_images,
-    plain_images,
-    render_item,
-    split_pairs,
-)
-from orderlib.data.fashion_mnist import SYNSETS, ensure_fashion_mnist, load_fashion_mnist
+from orderlib.checkpoint import cached
+from orderlib.data.attribute_tasks import AttributeTask as Task
+from orderlib.data.attribute_tasks import pair_index as _pair_index  # noqa: F401 (tests read exp._pair_index)
+from orderlib.data.attributes import ATTRS, OBJECTS, VERSION, make_attribute_images, render_item, split_pairs
+from orderlib.data.fashion_mnist import ensure_fashion_mnist, load_fashion_mnist
 from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
-from orderlib.encoders.cnn import CNNConfig, ItemCNN, item_features, train_item_cnn
-from orderlib.encoders.skipgram import (
-    NAMED_VECTORS,
-    SkipGramConfig,
-    definition_vectors,
-    load_word_vectors,
-    random_vectors,
-    sense_vectors,
-    train_skipgram,
-    wordnet_corpus,
+from orderlib.encoders.cnn import ItemCNN, item_features
+from orderlib.encoders.skipgram import random_vectors, word_vectors_parameter
+from orderlib.encoders.word_vectors import describe_vectors, synset_vectors, token_vectors, vector_note
+from orderlib.eval.attribute_tables import (  # noqa: F401 (Tables 1-3: the notebook calls exp.table1, ...)
+    ARITHMETIC,
+    MAIN,
+    PAPER_TABLE1,
+    dependence_correlation,
+    inputs,
+    pair_name,
+    table1,
+    table2,
+    table3,
 )
-from orderlib.eval.compositional import (
-    accuracy_at_bias,
-    context_dependence,  # noqa: F401 (the notebook calls exp.context_dependence)
-    generalised_sweep,
-    sampled_sweep,
-    topk_accuracy,
-)
+from orderlib.eval.compositional import context_dependence, generalised_sweep  # noqa: F401 (exp.context_dependence)
 from orderlib.params import device, existing, matmul, one_of, workers
-from orderlib.params import word_vectors as word_vectors_param
+from orderlib.paths import slug
 from orderlib.reports import model_record
-from orderlib.training.composition import CRF, CompositionConfig, predict_scores, train_recogniser
+from orderlib.training.composition import CompositionConfig, predict_scores, train_recogniser
+from orderlib.training.item_cnn import pretrain_item_cnn as pretrain_cnn  # noqa: F401 (notebooks 08, 09)
 from orderlib.training.workers import run_in_workers
 
-# Utama's Table 1 (MIT-States, 700 unseen pairs): top-1, top-2, top-3, average accuracy (%).
-PAPER_TABLE1 = {
-    "chance": (0.14, 0.28, 0.42, 0.28),
-    "visual product": (9.8, 16.1, 20.6, 15.5),
-    "label embedding (LE)": (11.2, 17.6, 22.4, 17.06),
-    "VSE++, tensor text encoder": (5.2, 11.1, 15.9, 10.7),
-    "VSE++, MLP text encoder": (6.53, 13.215, 19.431, 13.05),
-    "VSE++, MLP + explicit interaction": (8.4, 16.44, 22.813, 15.88),
-    "VSE++, RNN (LSTM) text encoder": (9.129, 16.45, 22.479, 16.01),
-    "VSE++, RNN (LSTM) + finetune": (9.83, 17.99, 24.27, 17.36),
-}
 # The word vectors a row may start its word table from (ROWS' "vectors"; a row that names none: DEFAULT).
 DEFAULT, GLOSS, RANDOM = "WORD_VECTORS", "gloss skip-gram", "random"
 # Rows: name -> settings over the preset's defaults. The paper's rows first, then beyond it, then Utama's
@@ -95,8 +72,6 @@ ROWS = {
 # Relative training time of the rows that take far longer than the rest (full preset at 2762204: 212 s
 # and 177 s against 5-26 s), so that side-by-side workers start them first.
 ROW_COST = {"VSE++, tensor text encoder": 10.0, "VSE++, RNN (LSTM) + finetune": 8.0}
-MAIN = "VSE++, RNN (LSTM) text encoder"  # the model of Tables 2 and 3
-ARITHMETIC = ("VSE++, RNN (LSTM) text encoder", "VSE++, RNN (GRU) text encoder")
 
 PRESETS = {
     "full": dict(
@@ -128,73 +103,11 @@ PARAMETERS = {
     "PRESET": one_of(PRESETS),
     "MATMUL": matmul,
     "DEVICE": device,
-    "WORD_VECTORS": word_vectors_param,
+    "WORD_VECTORS": word_vectors_parameter,
     "MIT_STATES": existing("dir"),
     "MIT_FEATURES": existing("file"),
     "WORKERS": workers,
 }
-
-
-@dataclass
-class Task:
-    """Features and labels of one attribute-object data set under the shared pair split."""
-
-    attrs: list[str]
-    objs: list[str]
-    pairs: dict[str, np.ndarray]  # "seen", "val_unseen", "test_unseen": (P, 2) (attr, obj)
-    features: dict[str, torch.Tensor]  # "train", "val", "test": (N, F)
-    labels: dict[str, np.ndarray]  # (N, 2)
-    images: dict[str, np.ndarray] = field(default_factory=dict)  # uint8 (N, 32, 32, 3), stand-in only
-    notes: dict = field(default_factory=dict)
-
-    def fingerprint(self) -> str:
-        return fingerprint(
-            *[torch.as_tensor(self.labels[s]) for s in ("train", "val", "test")],
-            *[torch.as_tensor(self.pairs[k]) for k in sorted(self.pairs)],
-            *[self.features[s] for s in ("train", "val", "test")],
-        )
-
-    def candidates(self, split: str) -> tuple[np.ndarray, np.ndarray]:
-        """Generalised candidates of val or test: seen + that split's unseen pairs, and the
-        unseen mask (P,)."""
-        un = self.pairs[f"{split}_unseen"]
-        return np.concatenate([self.pairs["seen"], un]), np.r_[
-            np.zeros(len(self.pairs["seen"]), bool), np.ones(len(un), bool)
-        ]
-
-
-def _pair_index(labels: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    """Row of each label (N, 2) in pairs (P, 2); -1 where absent."""
-    lookup = {tuple(p): i for i, p in enumerate(pairs.tolist())}
-    return np.array([lookup.get(tuple(l), -1) for l in labels.tolist()], np.int64)
-
-
-def _unseen_test(task: Task) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The closed world: indices of the test images of unseen test pairs, those pairs (P, 2), and
-    each image's pair among them."""
-    closed = task.pairs["test_unseen"]
-    where = _pair_index(task.labels["test"], closed)
-    test_un = np.flatnonzero(where >= 0)
-    return test_un, closed, where[test_un]
-
-
-def describe_vectors(word_vectors: str | None) -> str:
-    """What WORD_VECTORS (a name of NAMED_VECTORS, a word2vec / GloVe file, or None) are, for notes."""
-    if not word_vectors:
-        return "skip-gram on WordNet 3.0 glosses, trained here"
-    return NAMED_VECTORS[word_vectors][3] if word_vectors in NAMED_VECTORS else f"word vectors from {word_vectors}"
-
-
-def vector_note(word_vectors: str | None, tokens: bool) -> str:
-    """Which vectors the rows read and how: of each word's synset, or the words' own (`tokens`)."""
-    if not word_vectors:
-        return (
-            "skip-gram on WordNet 3.0 text (word tokens)"
-            if tokens
-            else "skip-gram on WordNet 3.0 glosses (definition vectors of each word's synset)"
-        )
-    how = "the words' own vectors" if tokens else "each word from its WordNet 3.0 synset's lemmas and gloss"
-    return f"{describe_vectors(word_vectors)}; {how}"
 
 
 def word_vectors(cfg: dict, workdir: Path) -> tuple[dict[str, np.ndarray], dict]:
@@ -219,50 +132,6 @@ def vector_sets(
         notes["rows with gloss skip-gram vectors"] = vector_note(None, words is not None)
     notes["rows with random vectors"] = f"random unit vectors, {d}-d, seed {seed}"
     return sets, notes
-
-
-def synset_vectors(cfg: dict, workdir: Path) -> np.ndarray:
-    """(A + O, d) vectors of the attribute adjectives then the object nouns, from their WordNet 3.0
-    synsets: with cfg["word_vectors"], `sense_vectors` (all lemmas and the gloss: grainy's synset,
-    farinaceous.s.02, is not its first lemma); without, the definition vectors of a skip-gram on
-    WordNet 3.0 glosses (as DeViSE's labels in notebook 06), cached in workdir."""
-    from orderlib.data.wordnet import ensure_wordnet, open_wordnet
-
-    ensure_wordnet("3.0")
-    names = [ATTRIBUTES[a][0] for a in ATTRS] + list(SYNSETS)
-    if cfg.get("word_vectors"):
-        wv = load_word_vectors(cfg["word_vectors"])
-        wn = open_wordnet("3.0")
-        return sense_vectors(wv, [wn.synset(n) for n in names])
-
-    def build():
-        wn = open_wordnet("3.0")
-        corpus = wordnet_corpus(wn)
-        wv = train_skipgram(corpus, SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"]))
-        counts = Counter(w for sentence in corpus for w in sentence)
-        return definition_vectors(wv, [wn.synset(n) for n in names], counts)
-
-    key = f"{names}|{sorted(cfg['skipgram'].items())}|{cfg['seed']}|{code_version(train_skipgram.__module__)}"
-    return cached(Path(workdir) / "word_vectors.pt", key, build)
-
-
-def pretrain_cnn(cfg: dict, workdir: Path, device="cpu", progress: bool = True) -> tuple[ItemCNN, list]:
-    """The ImageNet stand-in: object classification of plain, randomly tinted training items
-    (no attribute, no pair ever shown), held-out accuracy on plain val items."""
-    train = load_fashion_mnist("train")
-    k = cfg["cnn_items"]
-    x = plain_images(train, np.arange(k), cfg["seed"])
-    hx = plain_images(train, np.arange(50000, 52000), cfg["seed"] + 1)
-    return train_item_cnn(
-        x,
-        train.labels[:k],
-        hx,
-        train.labels[50000:52000],
-        CNNConfig(**cfg["cnn"], seed=cfg["seed"], in_channels=3),
-        device,
-        Path(workdir) / "cnn.pt",
-        progress,
-    )
 
 
 def standin_task(cfg: dict, cnn: ItemCNN) -> Task:
@@ -368,7 +237,7 @@ def train_rows(
             task.pairs["seen"],
             evaluate,
             "val_auc",
-            Path(workdir) / f"row_{row_slug(row)}.pt",
+            Path(workdir) / f"row_{slug(row)}.pt",
             progress,
             device,
             finetune_cnn,
@@ -396,73 +265,6 @@ def _train_row_job(
     return {"resumed": [f.resumed for f in t["fits"]], "wall_seconds": t["wall_seconds"]}
 
 
-def row_slug(row: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in row.lower()).strip("_")
-
-
-def inputs(task: Task, model, split: str):
-    """What `model` reads for `split`: the images once it holds a CNN, else the frozen features."""
-    return task.images[split] if model.cnn is not None else task.features[split]
-
-
-def table1(trained: dict, task: Task) -> pd.DataFrame:
-    """Closed-world top-k over the unseen test pairs (Misra et al.), and the generalised protocol
-    (best seen / unseen / HM, AUC; HM at the bias chosen on val)."""
-    test_un, closed, target = _unseen_test(task)
-    gen_pairs, gen_unseen = task.candidates("test")
-    gen_target = _pair_index(task.labels["test"], gen_pairs)
-    val_pairs, val_unseen = task.candidates("val")
-    val_target = _pair_index(task.labels["val"], val_pairs)
-    rows = []
-    p = len(closed)
-    chance = {f"top-{k}": 100.0 * k / p for k in (1, 2, 3)}
-    chance["average"] = float(np.mean(list(chance.values())))
-    rows += [
-        dict(method="chance", protocol="closed world", metric=m, paper=PAPER_TABLE1["chance"][i], ours=v)
-        for i, (m, v) in enumerate(chance.items())
-    ]
-    for name, t in trained.items():
-        model = t["model"]
-        x_test = inputs(task, model, "test")
-        scores = predict_scores(model, x_test[test_un], closed)
-        paper = PAPER_TABLE1.get(name, (None,) * 4)
-        for i, (m, v) in enumerate(topk_accuracy(scores, target).items()):
-            rows.append(dict(method=name, protocol="closed world", metric=m, paper=paper[i], ours=v))
-        if isinstance(model, CRF):
-            pick = model.max_marginal(x_test[test_un], torch.as_tensor(closed)).cpu().numpy()
-            rows.append(
-                dict(
-                    method=name,
-                    protocol="closed world",
-                    metric="top-1 (max-marginal inference)",
-                    paper=None,
-                    ours=100.0 * float((pick == target).mean()),
-                )
-            )
-        gen_scores = predict_scores(model, x_test, gen_pairs)
-        sweep = generalised_sweep(gen_scores, gen_target, gen_unseen)
-        val = generalised_sweep(predict_scores(model, inputs(task, model, "val"), val_pairs), val_target, val_unseen)
-        at_val = accuracy_at_bias(gen_scores, gen_target, gen_unseen, val["bias"])
-        for m in ("best seen", "best unseen", "best hm", "auc"):
-            rows.append(dict(method=name, protocol="generalised", metric=m, paper=None, ours=sweep[m]))
-        sampled = sampled_sweep(gen_scores, gen_target, gen_unseen)  # as czsl's Evaluator samples the biases
-        for m in ("best hm", "auc"):
-            rows.append(
-                dict(method=name, protocol="generalised", metric=f"{m} (sampled biases)", paper=None, ours=sampled[m])
-            )
-        for m in ("seen", "unseen", "hm"):
-            rows.append(
-                dict(
-                    method=name,
-                    protocol="generalised",
-                    metric=f"{m} at the val-chosen bias",
-                    paper=None,
-                    ours=at_val[m],
-                )
-            )
-    return pd.DataFrame(rows)
-
-
 def context_shifts(cfg: dict, cnn: ItemCNN) -> np.ndarray:
     """Per attribute and object, the mean shift of frozen CNN features from a plain item to the
     same item under the attribute, over `context_items` training items per object: (A, O, F)."""
@@ -481,157 +283,6 @@ def context_shifts(cfg: dict, cnn: ItemCNN) -> np.ndarray:
             ]
         )
     return np.stack(out, 1)  # (A, O, F)
-
-
-def pair_name(task: Task, pair) -> str:
-    return f"{task.attrs[pair[0]]} {task.objs[pair[1]]}"
-
-
-def table2(
-    trained: dict, task: Task, dependence: np.ndarray, n_examples: int = 10, seed: int = 0
-) -> tuple[pd.DataFrame, list]:
-    """Top-5 closed-world predictions of the main model for one test image of each of
-    `n_examples` unseen pairs, and the per-attribute breakdown over all unseen test images
-    (pair, attribute and object right at top-1), beside each attribute's context dependence."""
-    test_un, closed, target = _unseen_test(task)
-    rng = np.random.default_rng(seed)
-    rows, examples = [], []
-    for name in (MAIN, "visual product"):
-        model = trained[name]["model"]
-        scores = predict_scores(model, inputs(task, model, "test")[test_un], closed)
-        top = scores.argsort(1, descending=True)[:, :5].numpy()
-        if name == MAIN:
-            picks = [
-                int(rng.choice(np.flatnonzero(target == p)))
-                for p in rng.choice(np.unique(target), min(n_examples, len(np.unique(target))), replace=False)
-            ]
-            for j in picks:
-                gt = pair_name(task, closed[target[j]])
-                examples.append((int(test_un[j]), gt, [pair_name(task, closed[k]) for k in top[j]]))
-                rows += [
-                    dict(
-                        section="predictions",
-                        method=name,
-                        item=f"test image {test_un[j]} ({gt})",
-                        metric=f"pred@{r + 1}",
-                        paper=None,
-                        ours=pair_name(task, closed[k]),
-                    )
-                    for r, k in enumerate(top[j])
-                ]
-        pred = closed[top[:, 0]]
-        truth = closed[target]
-        for a, word in enumerate(task.attrs):
-            sel = truth[:, 0] == a
-            if not sel.any():
-                continue
-            for metric, ok in (
-                ("pair top-1", (pred[sel] == truth[sel]).all(1)),
-                ("attribute right at top-1", pred[sel, 0] == a),
-                ("object right at top-1", pred[sel, 1] == truth[sel, 1]),
-            ):
-                rows.append(
-                    dict(
-                        section="per attribute",
-                        method=name,
-                        item=word,
-                        metric=metric,
-                        paper=None,
-                        ours=100.0 * float(ok.mean()),
-                    )
-                )
-            rows.append(
-                dict(
-                    section="per attribute",
-                    method=name,
-                    item=word,
-                    metric="test images",
-                    paper=None,
-                    ours=float(sel.sum()),
-                )
-            )
-    for a, word in enumerate(task.attrs):
-        rows.append(
-            dict(
-                section="per attribute",
-                method="frozen CNN features",
-                item=word,
-                metric="context dependence",
-                paper=None,
-                ours=float(dependence[a]),
-            )
-        )
-    return pd.DataFrame(rows), examples
-
-
-def dependence_correlation(df: pd.DataFrame, method: str = MAIN) -> dict:
-    """Spearman correlation, over attributes, of context dependence with each per-attribute metric."""
-    per = df[df.section == "per attribute"]
-    dep = per[per.metric == "context dependence"].set_index("item").ours.astype(float)
-    out = {}
-    for metric in ("pair top-1", "attribute right at top-1"):
-        m = per[(per.method == method) & (per.metric == metric)].set_index("item").ours.astype(float)
-        both = pd.concat([dep, m], axis=1, join="inner")
-        out[metric] = float(both.iloc[:, 0].rank().corr(both.iloc[:, 1].rank()))
-    return out
-
-
-@torch.no_grad()
-def table3(trained: dict, task: Task, rows=ARITHMETIC) -> tuple[pd.DataFrame, list]:
-    """Vector arithmetic (Utama's Table 3) over every unseen test image (a, o) and every other
-    attribute a' (object o'): image - F(a) + F(a') should retrieve (a', o) among all A x O pairs.
-    Controls: the image + F(a') without the subtraction, the image alone, F(a') alone."""
-    n_a, n_o = len(task.attrs), len(task.objs)
-    everything = np.array([(a, o) for a in range(n_a) for o in range(n_o)], np.int64)
-    test_un = _unseen_test(task)[0]
-    labels = task.labels["test"][test_un]
-    out, examples = [], []
-    for name in rows:
-        if name not in trained:
-            continue
-        model = trained[name]["model"]
-        img = model.embed_images(inputs(task, model, "test")[test_un]).cpu()  # (N, D)
-        phr = model.embed_pairs(torch.as_tensor(everything)).cpu()  # (P, D)
-        word = torch.nn.functional.normalize(model.composer.encode_words(torch.arange(n_a + n_o)).cpu(), dim=-1)
-        for kind, slot, n_vals, offset in (("attribute", 0, n_a, 0), ("object", 1, n_o, n_a)):
-            q_idx, new = [], []
-            for i, lab in enumerate(labels):
-                for v in range(n_vals):
-                    if v != lab[slot]:
-                        q_idx.append(i)
-                        new.append(v)
-            q_idx, new = np.array(q_idx), np.array(new)
-            tgt_pairs = labels[q_idx].copy()
-            tgt_pairs[:, slot] = new
-            target = tgt_pairs[:, 0] * n_o + tgt_pairs[:, 1]
-            old_w = word[labels[q_idx, slot] + offset]
-            new_w = word[new + offset]
-            base = img[q_idx]
-            queries = {
-                "image - F(old) + F(new)": base - old_w + new_w,
-                "image + F(new)": base + new_w,
-                "image alone": base,
-                "F(new) alone": new_w,
-            }
-            for op, q in queries.items():
-                scores = torch.nn.functional.normalize(q, dim=-1) @ phr.T
-                acc = topk_accuracy(scores, target, ks=(1, 5))
-                for m in ("top-1", "top-5"):
-                    out.append(dict(method=name, modification=kind, operation=op, metric=m, paper=None, ours=acc[m]))
-                if op == "image - F(old) + F(new)" and name == rows[0]:
-                    top = scores.argsort(1, descending=True)[:, :5].numpy()
-                    for j in np.random.default_rng(slot).choice(len(q_idx), 3, replace=False):
-                        examples.append(
-                            (
-                                int(test_un[q_idx[j]]),
-                                pair_name(task, labels[q_idx[j]]),
-                                kind,
-                                (task.attrs + task.objs)[labels[q_idx[j], slot] + offset],
-                                (task.attrs + task.objs)[new[j] + offset],
-                                [pair_name(task, everything[k]) for k in top[j]],
-                            )
-                        )
-    return pd.DataFrame(out), examples
 
 
 def source(word_vectors: str | None = None) -> str:
@@ -699,31 +350,3 @@ def mit_states_task(cfg: dict, root: str | Path, features: str | Path | None, wo
         },
     )
     return task, token_vectors(cfg, task.attrs + task.objs, workdir)
-
-
-def token_vectors(cfg: dict, words: list[str], workdir: Path) -> np.ndarray:
-    """(len(words), d) unit vectors of the words themselves (a word the vectors lack, like
-    "ancient_building", takes its first known part split at "_" or "-"), from WORD_VECTORS or a
-    skip-gram on WordNet 3.0's text; words with no known part get zeros."""
-    from orderlib.data.wordnet import ensure_wordnet, open_wordnet
-
-    if cfg.get("word_vectors"):
-        wv = load_word_vectors(cfg["word_vectors"])
-    else:
-        ensure_wordnet("3.0")
-
-        def build():
-            return train_skipgram(
-                wordnet_corpus(open_wordnet("3.0")), SkipGramConfig(**cfg["skipgram"], seed=cfg["seed"])
-            )
-
-        wv = cached(
-            Path(workdir) / "skipgram_tokens.pt",
-            f"{sorted(cfg['skipgram'].items())}|{cfg['seed']}|{code_version(train_skipgram.__module__)}",
-            build,
-        )
-    rows = []
-    for w in words:
-        parts = [p for p in [w.lower(), *w.lower().replace("-", "_").split("_")] if p in wv]
-        rows.append(wv[parts[0]] if parts else np.zeros(wv.vectors.shape[1], np.float32))
-    return np.stack(rows).astype(np.float32)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from orderlib import freshness
-from orderlib.checkpoint import atomic_write_files
+from orderlib.atomic import atomic_write_files
 from orderlib.paths import repo_root
 
 # id -> (paper, what it reproduces, notebook or benchmark, figures, data: "real" or "stand-in: ...")
@@ -48,77 +48,77 @@ REPORTS = {
     "oe_optimizer_choice": (
         "Vendrov et al. 2016",
         "Table 1's optimizer (benchmark)",
-        "benchmarks/hypernymy_optimizer.py",
+        "benchmarks/standing/hypernymy_optimizer.py",
         [],
         "real WordNet 3.1",
     ),
     "oe_table1_doe_gamma": (
         "Vendrov et al. 2016",
         "Table 1's density order embeddings past its grid (measurement)",
-        "benchmarks/doe_gamma.py",
+        "benchmarks/investigations/doe_gamma.py",
         [],
         "real WordNet 3.1, full scale",
     ),
     "oe_table1_bilinear_variants": (
         "Vendrov et al. 2016",
         "Table 1's bilinear row against variants of it (measurement)",
-        "benchmarks/bilinear_variants.py",
+        "benchmarks/investigations/bilinear_variants.py",
         [],
         "real WordNet 3.1, full scale",
     ),
     "oe_table1_doe_selection": (
         "Vendrov et al. 2016",
         "Table 1's density order embeddings under the authors' checkpoint selection and Table 1's (measurement)",
-        "benchmarks/doe_selection.py",
+        "benchmarks/investigations/doe_selection.py",
         [],
         "real WordNet 3.1 and 3.0 (their split), full scale",
     ),
     "bench_concept_step": (
         "Vendrov et al. 2016",
         "Table 1's compiled training step for table models (benchmark)",
-        "benchmarks/concept_step.py",
+        "benchmarks/standing/concept_step.py",
         [],
         "real WordNet 3.1, full scale",
     ),
     "bench_huge_pages": (
         "Vendrov et al. 2016",
         "Table 1's table rows on 4 KB pages vs 2 MB huge pages (benchmark)",
-        "benchmarks/huge_pages.py",
+        "benchmarks/standing/huge_pages.py",
         [],
         "real WordNet 3.1, full scale",
     ),
     "bench_gru_step": (
         "Vendrov et al. 2016",
         "Tables 2 and 3's GRU training step: implementation and matrix-product precision (benchmark)",
-        "benchmarks/gru_step.py",
+        "benchmarks/standing/gru_step.py",
         [],
         "real SNLI 1.0 and Fashion-MNIST Scenes captions",
     ),
     "bench_lanes": (
         "all four papers",
         "make reproduce's lanes: training steps per second alone vs two notebooks side by side (benchmark)",
-        "benchmarks/lanes.py",
+        "benchmarks/standing/lanes.py",
         [],
         "real SNLI 1.0 and Fashion-MNIST Scenes captions; random canvases for the CNN",
     ),
     "bench_compute_floor": (
         "all four papers",
         "the notebooks' training steps against the machine's GEMM peak (benchmark)",
-        "benchmarks/compute_floor.py",
+        "benchmarks/standing/compute_floor.py",
         [],
         "real SNLI 1.0 and Fashion-MNIST Scenes captions; random images for the CNNs",
     ),
     "oe_word2gauss_speed": (
         "Vendrov et al. 2016",
         "Table 1's word2gauss loop (benchmark)",
-        "benchmarks/word2gauss_loop.py",
+        "benchmarks/standing/word2gauss_loop.py",
         [],
         "real WordNet 3.1",
     ),
     "bench_penalty": (
         "Vendrov et al. 2016",
         "all-pairs order violation (benchmark)",
-        "benchmarks/penalty.py",
+        "benchmarks/standing/penalty.py",
         [],
         "real WordNet 3.1 embeddings",
     ),
@@ -216,49 +216,49 @@ REPORTS = {
     "sherlock_seed_spread": (
         "Elhoseiny et al. (Sherlock)",
         "Table 4's SEM rows over seeds (measurement)",
-        "benchmarks/sherlock_seed_spread.py",
+        "benchmarks/seed_spread/sherlock_seed_spread.py",
         [],
         "stand-in: Fashion-MNIST Facts for 6DS",
     ),
     "sherlock_table4_seed_spread": (
         "Elhoseiny et al. (Sherlock)",
         "Tables 4 and 5's headline claims over seeds, both protocols, with verdicts (measurement)",
-        "benchmarks/sherlock_table4_seed_spread.py",
+        "benchmarks/seed_spread/sherlock_table4_seed_spread.py",
         [],
         "stand-in: Fashion-MNIST Facts for the large-scale set",
     ),
     "devise_seed_spread": (
         "Frome et al. (DeViSE)",
         "Table 1 and zero-shot headline rows over seeds, claims with verdicts (measurement)",
-        "benchmarks/devise_seed_spread.py",
+        "benchmarks/seed_spread/devise_seed_spread.py",
         [],
         "stand-in: Fashion-MNIST + WordNet 3.0 for ImageNet",
     ),
     "devise_pair_labels": (
         "Frome et al. (DeViSE)",
         "Table 1 with 200 attribute-object labels over seeds, claims with verdicts (beyond the paper)",
-        "benchmarks/devise_pair_labels.py",
+        "benchmarks/seed_spread/devise_pair_labels.py",
         [],
         "stand-in: Fashion-MNIST Attributes' 200 pairs as labels, for ImageNet's 1,000",
     ),
     "bench_label_vectors": (
         "Frome et al. (DeViSE)",
         "label vectors from word vectors: which builder follows the synset (measurement)",
-        "benchmarks/label_vectors.py",
+        "benchmarks/standing/label_vectors.py",
         [],
         "WordNet 3.0 nouns, GloVe 6B",
     ),
     "oe_table2_seed_spread": (
         "Vendrov et al. 2016",
         "Table 2's main rows over seeds, claims with verdicts (measurement)",
-        "benchmarks/retrieval_seed_spread.py",
+        "benchmarks/seed_spread/retrieval_seed_spread.py",
         [],
         "stand-in: Fashion-MNIST Scenes for COCO",
     ),
     "utama_seed_spread": (
         "Utama",
         "Table 1's headline rows over seeds, claims with verdicts (measurement)",
-        "benchmarks/utama_seed_spread.py",
+        "benchmarks/seed_spread/utama_seed_spread.py",
         [],
         "stand-in: Fashion-MNIST Attributes for MIT-States",
     ),
@@ -266,7 +266,7 @@ REPORTS = {
         "all four papers",
         "how far a notebook's numbers move across thread counts, CPU kernels "
         "and matrix-product precision (measurement)",
-        "benchmarks/tolerance.py",
+        "benchmarks/seed_spread/tolerance.py",
         [],
         "each notebook's own",
     ),
@@ -309,7 +309,7 @@ def trained_at(meta: dict) -> str:
 
 def tolerance_line(rep: Path) -> str:
     """One sentence on how far numbers move across thread counts and CPU kernels, read off the
-    bench_tolerance report where there is one (benchmarks/tolerance.py)."""
+    bench_tolerance report where there is one (benchmarks/seed_spread/tolerance.py)."""
     import pandas as pd
 
     path = rep / "tables" / "bench_tolerance.csv"
@@ -445,7 +445,7 @@ def render(root: Path | None = None, fresh: tuple | None = None) -> str:
         commit = str(meta.get("git_commit", ""))[:7] + (
             "-dirty" if str(meta.get("git_commit", "")).endswith("-dirty") else ""
         )
-        if meta.get("cuda_run"):  # rows measured on a GPU by another run (benchmarks/penalty.py --cuda-only)
+        if meta.get("cuda_run"):  # rows measured on a GPU by another run (benchmarks/standing/penalty.py --cuda-only)
             commit += f" (CUDA rows {str(meta['cuda_run'].get('git_commit', ''))[:7]})"
         executed = rep / "notebooks" / Path(source).name
         if executed.exists():  # the notebook as executed on the full preset, outputs included
@@ -487,7 +487,8 @@ def render(root: Path | None = None, fresh: tuple | None = None) -> str:
 def backfill(root: Path | None = None) -> list[str]:
     """Give each report whose provenance has no `fingerprints` the ones of its source at the commit
     it names (for reports written before they were recorded); return the ids filled. A report run
-    from a modified tree ("-dirty") or from a commit this clone lacks is left without."""
+    from a modified tree ("-dirty"), from a commit this clone lacks, or whose source had another path
+    at that commit is left without."""
     root = Path(root or repo_root())
     filled = []
     for rid, (_, _, source, _, _) in REPORTS.items():
@@ -499,6 +500,8 @@ def backfill(root: Path | None = None) -> list[str]:
         try:
             read = freshness.commit_reader(commit, root)
         except ValueError:
+            continue
+        if read(source) is None:  # the source had another path at that commit (benchmarks/ was regrouped)
             continue
         meta["fingerprints"] = {
             "source": source,

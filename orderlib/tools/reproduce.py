@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from orderlib import threadshare
-from orderlib.checkpoint import atomic_write_text
+from orderlib.atomic import atomic_write_text
 from orderlib.paths import runs_root
 from orderlib.reports import device_description, git_commit, write_table
 from orderlib.runs import run_paths

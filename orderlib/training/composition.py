@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from orderlib.checkpoint import code_version, fingerprint
 from orderlib.encoders.cnn import ItemCNN, to_input
 from orderlib.encoders.composition import build_composer
+from orderlib.eval.compositional import predict_scores  # noqa: F401 (re-exported: tests and notebooks read it here)
 from orderlib.losses import contrastive
 from orderlib.penalties import order_violation_matrix
 from orderlib.training import FitResult, fit
@@ -236,14 +237,6 @@ def _batches(labels: np.ndarray, batch: int, distinct: bool, rng: np.random.Gene
         picked = rng.permutation(len(groups))[:batch]
         out.append(np.array([groups[g][rng.integers(len(groups[g]))] for g in picked]))
     return out
-
-
-@torch.no_grad()
-def predict_scores(model: Recogniser, x, pairs, batch: int = 2048) -> torch.Tensor:
-    """(N, P) scores of inputs x (features or uint8 images) against pairs (P, 2), on the CPU."""
-    model.eval()
-    pairs = torch.as_tensor(pairs)
-    return torch.cat([model.scores(x[i : i + batch], pairs).cpu() for i in range(0, len(x), batch)])
 
 
 def train_recogniser(

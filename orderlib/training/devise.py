@@ -13,11 +13,12 @@ import torch
 from tqdm.auto import tqdm
 
 from orderlib.checkpoint import code_version, fingerprint
-from orderlib.encoders.cnn import ItemCNN, _augment, item_features, to_input
+from orderlib.encoders.cnn import ItemCNN, item_features, to_input
 from orderlib.encoders.devise import DeViSE
 from orderlib.losses import hinge_rank
 from orderlib.reports import model_record
 from orderlib.training import fit, seeded_rng
+from orderlib.training.item_cnn import augment
 
 
 @dataclass
@@ -101,7 +102,7 @@ def train_devise(
         with seeded_rng(cfg.seed * 1000 + 750 + epoch, device):  # the CNN's dropout follows the seed
             for i in tqdm(steps, desc=f"fine-tune epoch {epoch}", leave=False, disable=not progress):
                 idx = order[i : i + cfg.batch]
-                x = _augment(to_input(images[idx.numpy()]), 2, gen).to(device)
+                x = augment(to_input(images[idx.numpy()]), 2, gen).to(device)
                 loss = hinge_rank(model.scores(model(x), t), y[idx.to(device)], cfg.margin, generator=gen)
                 opt.zero_grad()
                 loss.backward()

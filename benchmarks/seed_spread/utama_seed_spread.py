@@ -7,7 +7,7 @@ min / max, each paired claim with its verdict, orderlib.spread); checkpoints und
 runs/<preset>/checkpoints/utama_seeds/ (resumable; the notebook's seed uses notebook 08's
 checkpoints, runs/<preset>/checkpoints/utama/).
 
-    .venv/bin/python benchmarks/utama_seed_spread.py [--seeds 0 1 2] [--preset full] [--workers auto]
+    .venv/bin/python benchmarks/seed_spread/utama_seed_spread.py [--seeds 0 1 2] [--preset full] [--workers auto]
 """
 
 from __future__ import annotations

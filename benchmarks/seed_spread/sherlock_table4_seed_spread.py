@@ -9,7 +9,7 @@ retrained on fact phrases. Each claim is judged under both of the authors' evalu
 checkpoints under runs/<preset>/checkpoints/sherlock_table4_seeds/ (resumable; the notebook's seed
 uses notebook 09's checkpoints, runs/<preset>/checkpoints/sherlock/).
 
-    .venv/bin/python benchmarks/sherlock_table4_seed_spread.py [--seeds 0 1 2] [--preset full] [--workers auto]
+    .venv/bin/python benchmarks/seed_spread/sherlock_table4_seed_spread.py [--seeds 0 1 2] [--preset full] [--workers auto]
 """
 
 from __future__ import annotations

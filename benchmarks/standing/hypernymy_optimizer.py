@@ -4,7 +4,7 @@ Trains the same model from the same init with each optimizer for EPOCHS epochs a
 seconds per epoch and dev/test accuracy after each, in one run on one machine. Writes
 reports/tables/oe_optimizer_choice.{csv,md,meta.json}.
 
-    .venv/bin/python benchmarks/hypernymy_optimizer.py [--epochs 5]
+    .venv/bin/python benchmarks/standing/hypernymy_optimizer.py [--epochs 5]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ and the structured row once more through the chunked reference penalty (ORDERLIB
 seed 0, so the spread a seed causes can be set beside the move a summation order caused.
 Writes reports/tables/sherlock_seed_spread.*; checkpoints under runs/sherlock_seeds/ (resumable).
 
-    .venv/bin/python benchmarks/sherlock_seed_spread.py [--seeds 0 1 2] [--methods ...] [--preset full]
+    .venv/bin/python benchmarks/seed_spread/sherlock_seed_spread.py [--seeds 0 1 2] [--methods ...] [--preset full]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks, in one bounded run on a machine with a CUDA device (CI has none):
 #   1. the CUDA tests (penalties, Triton kernel and its gradients, trainers on cuda);
-#   2. bench_penalty's CUDA rows (benchmarks/penalty.py --cuda-only: into the existing table), after
-#      the backward's sweep by parts and tiles (benchmarks/triton_backward_sweep.py --library-only; with
+#   2. bench_penalty's CUDA rows (benchmarks/standing/penalty.py --cuda-only: into the existing table), after
+#      the backward's sweep by parts and tiles (benchmarks/investigations/triton_backward_sweep.py --library-only; with
 #      BEFORE=<an earlier kernels_triton.py> that file's backward is timed in the same run);
 #   3. one training through torchrun on the NCCL backend (orderlib.tools.train_parallel);
 #   4. notebooks (default 03-05: Table 2 and what reads its models) on the full preset, every model
@@ -17,7 +17,7 @@
 # puts them there). On a copy of the tree whose .git lags behind it (or has none), set
 # ORDERLIB_GIT_COMMIT=<the commit> so that the reports name the code that ran.
 #
-#     ORDERLIB_DATA=<data root> bash benchmarks/gpu_check.sh [python]
+#     ORDERLIB_DATA=<data root> bash benchmarks/standing/gpu_check.sh [python]
 set -u
 PY=${1:-python3}
 RESULTS=${RESULTS:-runs/gpu_check}
@@ -47,9 +47,9 @@ nvidia-smi -L
 
 step tests 150 "$PY" -m pytest -q -p no:cacheprovider tests/test_devices.py tests/test_concepts_later.py \
     tests/test_fused.py -k "cuda or triton"
-step sweep 200 "$PY" benchmarks/triton_backward_sweep.py --library-only ${BEFORE:+--before "$BEFORE"} \
+step sweep 200 "$PY" benchmarks/investigations/triton_backward_sweep.py --library-only ${BEFORE:+--before "$BEFORE"} \
     --configs "${SWEEP_CONFIGS:-64x64w2s3u8,32x64w1s4u8,8x256w1s3u8,8x256w1s3u4,16x128w1s3u8}"
-step bench_penalty 90 "$PY" benchmarks/penalty.py --cuda-only
+step bench_penalty 90 "$PY" benchmarks/standing/penalty.py --cuda-only
 step nccl 150 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m orderlib.tools.train_parallel \
     retrieval --preset small --device cuda
 GPU_NOTEBOOKS=${GPU_NOTEBOOKS:-notebooks/03_oe_table2_retrieval.ipynb notebooks/04_oe_sec46_detail.ipynb notebooks/05_oe_fig4_regularities.ipynb}

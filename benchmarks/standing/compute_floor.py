@@ -20,7 +20,7 @@ Workloads (full-preset shapes; real data where the step depends on it):
 Also the GEMM of the GRU's recurrence alone ((128, 1024) x (1024, 3072)): products this thin reach
 less of the peak than a square one. Writes reports/tables/bench_compute_floor.*.
 
-    .venv/bin/python benchmarks/compute_floor.py [--rounds 3] [--seconds 8]
+    .venv/bin/python benchmarks/standing/compute_floor.py [--rounds 3] [--seconds 8]
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def make_step(name: str):
 
         return step
     if name.startswith("item-cnn"):
-        from orderlib.encoders.cnn import ItemCNN, _augment, to_input
+        from orderlib.encoders.cnn import ItemCNN, to_input
+        from orderlib.training.item_cnn import augment
 
         gen = torch.Generator().manual_seed(0)
         model = ItemCNN(10, 32, in_channels=3)
@@ -93,7 +94,7 @@ def make_step(name: str):
         labels = torch.randint(0, 10, (128,), generator=gen)
 
         def step():
-            x = _augment(to_input(images), 2, gen)  # (B, 3, 32, 32), contiguous NCHW
+            x = augment(to_input(images), 2, gen)  # (B, 3, 32, 32), contiguous NCHW
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
             loss = F.cross_entropy(model(x), labels)

@@ -11,8 +11,8 @@ for its wall time and peak memory, the 1k-fold evaluation with the naive and fus
 one epoch of the Table 1 hypernymy training (which uses aligned pairs, not all-pairs).
 Writes reports/tables/bench_penalty.{csv,md,meta.json}.
 
-    make bench-penalty        # or: .venv/bin/python benchmarks/penalty.py [--quick]
-    .venv/bin/python benchmarks/penalty.py --only rates   # the rate rows alone, GEMM included; no report
+    make bench-penalty        # or: .venv/bin/python benchmarks/standing/penalty.py [--quick]
+    .venv/bin/python benchmarks/standing/penalty.py --only rates   # the rate rows alone, GEMM included; no report
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ random label and word vectors and every trained head. Notebook 08's frozen CNN a
 reports/tables/devise_pair_labels.* (per-seed rows, mean / sd / min / max, each paired claim with
 its verdict, orderlib.spread); checkpoints under runs/<preset>/checkpoints/devise_pair_labels/seed<N>/.
 
-    .venv/bin/python benchmarks/devise_pair_labels.py [--seeds 0 1 2] [--preset full]
+    .venv/bin/python benchmarks/seed_spread/devise_pair_labels.py [--seeds 0 1 2] [--preset full]
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ test accuracy each reaches (they differ by float rounding, amplified over traini
 Writes reports/tables/bench_concept_step.* (full preset; others under runs/<preset>/reports/);
 checkpoints under runs/<preset>/checkpoints/ (resumable).
 
-    .venv/bin/python benchmarks/concept_step.py [--preset full] [--seeds 0] [--workers auto]
+    .venv/bin/python benchmarks/standing/concept_step.py [--preset full] [--seeds 0] [--workers auto]
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ METHODS = [
 ]
 STEPS = {False: "PyTorch (autograd + RowAdam)", True: "compiled (concept_step.cpp)"}
 SETTING = "paper"
-CHOSEN = Path(__file__).resolve().parents[1] / "reports" / "tables" / "oe_table1_wordnet.meta.json"
+CHOSEN = Path(__file__).resolve().parents[2] / "reports" / "tables" / "oe_table1_wordnet.meta.json"
 
 
 def chosen_overrides(method: str) -> dict:

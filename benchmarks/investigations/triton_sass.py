@@ -6,11 +6,11 @@ The backward's two passes each spend one max (FMNMX) and one FMA (FFMA) per elem
 and p, the pipeline's copies, address arithmetic) is overhead the issue slots pay for. Per config
 this prints the loop's instruction count, the share that is max + FMA, the shared-memory loads,
 the registers per thread and any spills. It measures no speed: the sweep
-(benchmarks/triton_backward_sweep.py) does that on a GPU, this only says what a config asks of the
+(benchmarks/investigations/triton_backward_sweep.py) does that on a GPU, this only says what a config asks of the
 chip. Strides are specialised as orderlib's launches specialise them (unit strides constant,
 pointers and the other strides 16-divisible).
 
-    .venv/bin/python benchmarks/triton_sass.py [--configs 32x64w1s3u8,8x256w1s3u8] [--arch 90]
+    .venv/bin/python benchmarks/investigations/triton_sass.py [--configs 32x64w1s3u8,8x256w1s3u8] [--arch 90]
 """
 
 from __future__ import annotations

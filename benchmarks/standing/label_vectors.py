@@ -7,7 +7,7 @@ lands (ties count half, the expected rule). Builders: `lemma_vectors` (DeViSE's 
 `sense_vectors` (all lemmas plus the gloss at several weights), on GloVe 6B 50-d. Also prints the
 nearest synsets of the ten Fashion-MNIST labels. Writes reports/tables/bench_label_vectors.*.
 
-    .venv/bin/python benchmarks/label_vectors.py [--vectors glove-6b-50d] [--sample 2000]
+    .venv/bin/python benchmarks/standing/label_vectors.py [--vectors glove-6b-50d] [--sample 2000]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ alike. Workloads (full-preset shapes, real data where the step depends on it):
 - Sherlock (09) and Utama (08): an item CNN's step on 64x64 colour canvases, batch 32 (SEM's trunk).
 Writes reports/tables/bench_lanes.*.
 
-    .venv/bin/python benchmarks/lanes.py [--rounds 3] [--seconds 15]
+    .venv/bin/python benchmarks/standing/lanes.py [--rounds 3] [--seconds 15]
 """
 
 from __future__ import annotations

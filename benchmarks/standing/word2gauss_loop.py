@@ -7,7 +7,7 @@ machine's load hits both alike; the median of the rounds' ratios is the speed-up
 different optimisers, word2gauss's own per-pair Adagrad and batched Adam, so their dev accuracies
 after the epoch are shown too). Writes reports/tables/oe_word2gauss_speed.*.
 
-    .venv/bin/python benchmarks/word2gauss_loop.py [--rounds 5]
+    .venv/bin/python benchmarks/standing/word2gauss_loop.py [--rounds 5]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ seconds per epoch (evaluation included), of the per-round ratio, the test accura
 (the same computation: it must agree to the digit) and the huge pages the process held at the end
 (AnonHugePages; some come without the advice, from the kernel's own scans). Writes reports/tables/bench_huge_pages.*.
 
-    ORDERLIB_DATA=<data root> .venv/bin/python benchmarks/huge_pages.py [--rounds 3] [--epochs 4]
+    ORDERLIB_DATA=<data root> .venv/bin/python benchmarks/standing/huge_pages.py [--rounds 3] [--epochs 4]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pandas as pd
 
 from orderlib.training.workers import HUGE_PAGES_ENV, HUGE_PAGES_TUNABLE
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/concept_step.py when run as a child
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/standing/concept_step.py when run as a child
 
 ROWS = ["order-embeddings", "density order embeddings", "box embeddings", "word2gauss"]
 EPOCH_SCALE = {"word2gauss": 8}  # its epochs take about a fifth of the others' time: train 8x as many

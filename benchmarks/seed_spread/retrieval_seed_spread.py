@@ -8,7 +8,7 @@ paired claim with its verdict, orderlib.spread); checkpoints under
 runs/<preset>/checkpoints/oe_retrieval_seeds/ (resumable; the notebook's seed uses notebook 03's
 checkpoints, runs/<preset>/checkpoints/oe_retrieval_scenes/).
 
-    .venv/bin/python benchmarks/retrieval_seed_spread.py [--seeds 0 1 2] [--preset full] [--workers auto]
+    .venv/bin/python benchmarks/seed_spread/retrieval_seed_spread.py [--seeds 0 1 2] [--preset full] [--workers auto]
 """
 
 from __future__ import annotations

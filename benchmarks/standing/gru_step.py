@@ -12,7 +12,7 @@ Scenes training captions with random image features of the frozen CNN's width (t
 one linear layer; the GRU dominates). Also the largest relative difference of the step's gradient
 from the step-wise loop's. Writes reports/tables/bench_gru_step.*.
 
-    .venv/bin/python benchmarks/gru_step.py [--rounds 5] [--steps 6]
+    .venv/bin/python benchmarks/standing/gru_step.py [--rounds 5] [--steps 6]
 """
 
 from __future__ import annotations

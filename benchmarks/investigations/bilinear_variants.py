@@ -12,7 +12,7 @@ Same data and dev selection as the notebook (orderlib.experiments.oe_wordnet).
 Writes reports/tables/oe_table1_bilinear_variants.* (full preset; others under runs/<preset>/reports/);
 checkpoints under runs/<preset>/checkpoints/ (resumable).
 
-    .venv/bin/python benchmarks/bilinear_variants.py [--lrs 0.003 0.001 0.0003] [--seeds 0 1 2]
+    .venv/bin/python benchmarks/investigations/bilinear_variants.py [--lrs 0.003 0.001 0.0003] [--seeds 0 1 2]
         [--settings paper "paper, authors' split"]
 """
 

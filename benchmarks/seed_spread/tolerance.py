@@ -13,7 +13,7 @@ its tables with the reference variant's:
 Writes reports/tables/bench_tolerance.* (every compared number in the CSV, the largest moves in the
 Markdown). A variant's run lives under runs/tolerance/<variant>/ and resumes from its checkpoints.
 
-    .venv/bin/python benchmarks/tolerance.py [--notebooks notebooks/06_devise_table1.ipynb] [--preset full]
+    .venv/bin/python benchmarks/seed_spread/tolerance.py [--notebooks notebooks/06_devise_table1.ipynb] [--preset full]
 """
 
 from __future__ import annotations

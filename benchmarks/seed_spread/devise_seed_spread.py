@@ -7,7 +7,7 @@ reports/tables/devise_seed_spread.* (per-seed rows, mean / sd / min / max, and e
 with its verdict, orderlib.spread); checkpoints under runs/<preset>/checkpoints/devise_seeds/
 (resumable; the notebooks' seed uses notebooks 06 and 07's checkpoints, runs/<preset>/checkpoints/devise/).
 
-    .venv/bin/python benchmarks/devise_seed_spread.py [--seeds 0 1 2] [--preset full]
+    .venv/bin/python benchmarks/seed_spread/devise_seed_spread.py [--seeds 0 1 2] [--preset full]
 """
 
 from __future__ import annotations

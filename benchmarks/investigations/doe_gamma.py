@@ -12,7 +12,7 @@ notebook's final settings are "lr 0.001, gamma 100", 40 epochs, patience 5.
 Writes reports/tables/oe_table1_doe_gamma.* (full preset; others under runs/<preset>/reports/);
 checkpoints under runs/<preset>/checkpoints/ (resumable).
 
-    .venv/bin/python benchmarks/doe_gamma.py [--gammas 225 150 100 75 50 25] [--lr 0.001] [--seeds 0]
+    .venv/bin/python benchmarks/investigations/doe_gamma.py [--gammas 225 150 100 75 50 25] [--lr 0.001] [--seeds 0]
         [--long-seeds 0 1 2]
 """
 

@@ -20,7 +20,7 @@ its rows added, marked as theirs.
 Writes reports/tables/oe_table1_doe_selection.* (full preset; others under runs/<preset>/reports/);
 each run's evaluations are kept under runs/<preset>/checkpoints/ and reused by a rerun.
 
-    .venv/bin/python benchmarks/doe_selection.py [--seeds 0 1 2] [--every 100] [--authors-log FILE]
+    .venv/bin/python benchmarks/investigations/doe_selection.py [--seeds 0 1 2] [--every 100] [--authors-log FILE]
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from orderlib.checkpoint import atomic_write_text, code_version, fingerprint, load_checkpoint
+from orderlib.atomic import atomic_write_text
+from orderlib.checkpoint import code_version, fingerprint, load_checkpoint
 from orderlib.concepts import TRAINER_CODE, evaluation_trace
 from orderlib.eval.selection import choose_checkpoint
 from orderlib.experiments import oe_wordnet as exp

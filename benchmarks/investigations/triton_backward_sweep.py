@@ -15,21 +15,21 @@ times nothing. bench_penalty's CUDA rows are the reported figures; this script c
 CONFIGS of orderlib/kernels_triton.py. The two runs that did (H200, Triton 3.6, logs in the closing
 note of issue 14) were, before the grid became arguments:
 
-    python benchmarks/triton_backward_sweep.py --tiles 32x64w4,64x64w4,64x128w4,64x128w8,128x64w4,128x128w8,32x128w4,64x64w2 --stages 1,3 --unroll 1,4
-    python benchmarks/triton_backward_sweep.py --forward --forms max --tiles 64x64w2,128x64w4,32x64w1,128x128w8,64x128w4,128x64w2,64x32w1 --stages 2,3,4 --unroll 2,4,8
+    python benchmarks/investigations/triton_backward_sweep.py --tiles 32x64w4,64x64w4,64x128w4,64x128w8,128x64w4,128x128w8,32x128w4,64x64w2 --stages 1,3 --unroll 1,4
+    python benchmarks/investigations/triton_backward_sweep.py --forward --forms max --tiles 64x64w2,128x64w4,32x64w1,128x128w8,64x128w4,128x64w2,64x32w1 --stages 2,3,4 --unroll 2,4,8
 
-On an H100 (2026-11-26, README "Fast all-pairs penalties") `benchmarks/gpu_check.sh` ran the
+On an H100 (2026-11-26, README "Fast all-pairs penalties") `benchmarks/standing/gpu_check.sh` ran the
 library mode against 12bf627's one-launch backward:
 
     git show 12bf627:orderlib/kernels_triton.py > /tmp/one_launch.py
-    python benchmarks/triton_backward_sweep.py --library-only --before /tmp/one_launch.py \
+    python benchmarks/investigations/triton_backward_sweep.py --library-only --before /tmp/one_launch.py \
         --configs 64x64w2s3u8,32x64w1s4u8,32x64w1s2u8
 
 On an H200 (2026-11-27, README "The three levers, timed") it timed d1021ba, whose library had just
 taken over the closure in the kernel and the CUDA graph, against 571af01's file (its kernels unchanged since):
 
     git show f23364f:orderlib/kernels_triton.py > before.py
-    BEFORE=before.py SWEEP_CONFIGS=16x128w1s3u8,8x256w1s4u8,4x512w1s3u8,16x256w2s3u8 bash benchmarks/gpu_check.sh
+    BEFORE=before.py SWEEP_CONFIGS=16x128w1s3u8,8x256w1s4u8,4x512w1s3u8,16x256w2s3u8 bash benchmarks/standing/gpu_check.sh
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ import argparse
 import functools
 import itertools
 import os
+import sys
 import time
+from pathlib import Path
 
 import torch
 import triton
@@ -46,6 +48,9 @@ import triton.language as tl
 
 from orderlib import kernels_triton as K
 from orderlib.penalties import order_violation_matrix_reference
+
+# penalty.py (best_seconds) is a standing benchmark, in benchmarks/standing/; triton_sass.py sits beside this file.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "standing"))
 
 
 @triton.jit
@@ -379,7 +384,7 @@ def main() -> None:
 def library(x, y, g, gemm: float, pairs: int) -> None:
     """orderlib's backward (autotuned), timed as the sweep times (CUDA events over many calls) and as
     bench_penalty does (fastest of a few synchronised calls): the gap is the launches' overhead."""
-    from penalty import best_seconds  # benchmarks/penalty.py
+    from penalty import best_seconds  # benchmarks/standing/penalty.py
 
     from orderlib.penalties import order_violation_matrix
 
@@ -397,8 +402,8 @@ def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, parts: l
     result's largest difference from the autotuned one printed; then a CUDA profile of 20 calls."""
     import importlib.util
 
-    from penalty import best_seconds  # benchmarks/penalty.py
-    from triton_sass import parse  # benchmarks/triton_sass.py: "32x64w1s3u8" -> (32, 64, 1, 3, 8)
+    from penalty import best_seconds  # benchmarks/standing/penalty.py
+    from triton_sass import parse  # benchmarks/investigations/triton_sass.py: "32x64w1s3u8" -> (32, 64, 1, 3, 8)
 
     library(x, y, g, gemm, pairs)
     steps = {"orderlib": lambda: K.backward(g, x, y)}
