@@ -24,13 +24,14 @@ def test_a_failing_step_does_not_hide_the_next_and_the_run_folder_is_removed(tmp
     assert rc == 1 and calls == [
         "lint (ruff check)",
         "format (ruff format --check)",
+        "import layers (lint-imports)",
         "report index",
         "library tests",
         "notebooks (small preset)",
     ]
-    assert "disk: 5 MiB written under runs/test-" in out and "(removed)" in out
+    assert "disk: 6 MiB written under runs/test-" in out and "(removed)" in out
     assert not list((tmp_path / "runs").glob("test-*"))
-    assert out.rstrip().splitlines()[-1] == "total: 15 passed, 1 failed, 5 skipped"
+    assert out.rstrip().splitlines()[-1] == "total: 18 passed, 1 failed, 6 skipped"
 
 
 def test_junit_counts_read_passes_failures_errors_and_skips(tmp_path):

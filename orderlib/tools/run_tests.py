@@ -1,5 +1,5 @@
-"""`make test`: ruff (lint, format check), the report index check, the library tests and every
-notebook on its small preset.
+"""`make test`: ruff (lint, format check), the import-layers contract (lint-imports), the report index
+check, the library tests and every notebook on its small preset.
 
     python -m orderlib.tools.run_tests [--keep-runs] [--tests PATH ...] [--notebooks NB ...] [--no-notebooks]
 
@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     results = [
         step("lint (ruff check)", [py, "-m", "ruff", "check", "."], env),
         step("format (ruff format --check)", [py, "-m", "ruff", "format", "--check", "."], env),
+        step("import layers (lint-imports)", [str(Path(py).parent / "lint-imports"), "--no-cache"], env),
         step("report index", [py, "-m", "orderlib.tools.report_index", "--check"], env),
         step(
             "library tests",
