@@ -34,8 +34,8 @@ def _on_one_thread(one_thread):
 def _code_version_once(monkeypatch):
     """The trainers' code_version parses their modules on every call (a tenth of a second, more
     than a toy run): computed once per test here, since the code does not change within one."""
-    from orderlib.training import item_cnn as cnn
     from orderlib.experiments import oe_retrieval
+    from orderlib.training import item_cnn as cnn
 
     for module in (R, E, cnn, oe_retrieval):
         monkeypatch.setattr(module, "code_version", functools.cache(module.code_version))

@@ -1,0 +1,5 @@
+"""python -m orderlib.cli ..."""
+
+from orderlib.cli import main
+
+raise SystemExit(main())
