@@ -51,7 +51,7 @@ def pair_graph(pairs: np.ndarray) -> list[list[int]]:
 
 def pair_vectors(words: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """(P, d) unit label vectors: the mean of the attribute's and the object's unit word vectors
-    (words: (A + O, d), the attributes first, as utama.synset_vectors orders them)."""
+    (words: (A + O, d), the attributes first, as encoders.word_vectors.synset_vectors orders them)."""
     w = words / np.linalg.norm(words, axis=1, keepdims=True)
     v = w[pairs[:, 0]] + w[len(ATTRS) + pairs[:, 1]]
     return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)

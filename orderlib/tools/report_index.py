@@ -80,6 +80,13 @@ REPORTS = {
         [],
         "real WordNet 3.1, full scale",
     ),
+    "bench_concept_step_compile": (
+        "Vendrov et al. 2016",
+        "Table 1's training step: C++ against torch.compile of the PyTorch step (investigation)",
+        "benchmarks/investigations/concept_step_compile.py",
+        [],
+        "random pairs at Table 1's scale (a timing)",
+    ),
     "bench_huge_pages": (
         "Vendrov et al. 2016",
         "Table 1's table rows on 4 KB pages vs 2 MB huge pages (benchmark)",
