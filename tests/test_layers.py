@@ -1,5 +1,6 @@
 """The package's layers (pyproject.toml's [tool.importlinter] contracts) and no import cycles."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,9 +58,10 @@ def test_a_planted_cycle_is_found(tmp_path, monkeypatch):
     assert import_cycles("plantedpkg") == [["plantedpkg.a", "plantedpkg.b"]]
 
 
-def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
+def lint_imports(cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """lint-imports on the package and pyproject.toml in `cwd` (`env`: which package it imports)."""
     exe = Path(sys.executable).parent / "lint-imports"
-    return subprocess.run([str(exe), "--no-cache"], cwd=cwd, capture_output=True, text=True)
+    return subprocess.run([str(exe), "--no-cache"], cwd=cwd, capture_output=True, text=True, env=env)
 
 
 def test_layers_contract_holds():
@@ -77,8 +79,6 @@ def test_layers_contract_holds():
 )
 def test_layers_contract_fails_on_an_upward_import(tmp_path, module, line):
     """A copy of the package with one upward import planted: lint-imports must refuse it."""
-    import shutil
-
     shutil.copytree(ROOT / "orderlib", tmp_path / "orderlib", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / module).write_text(line)
@@ -87,9 +87,5 @@ def test_layers_contract_fails_on_an_upward_import(tmp_path, module, line):
         (tmp_path / "pyproject.toml").write_text(
             text.replace('"orderlib.viz",\n', '"orderlib.viz",\n    "orderlib.paths_planted",\n')
         )
-    env_path = str(tmp_path)
-    exe = Path(sys.executable).parent / "lint-imports"
-    r = subprocess.run(
-        [str(exe), "--no-cache"], cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": env_path, "PATH": ""}
-    )
+    r = lint_imports(tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": ""})
     assert r.returncode != 0 and "BROKEN" in r.stdout, r.stdout + r.stderr
