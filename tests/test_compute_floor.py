@@ -18,7 +18,7 @@ def test_item_cnn_step_flops_match_a_hand_count(benchmark_module):
     cf = benchmark_module("compute_floor")
     step = cf.make_step("item-cnn")
     assert cf.step_flops(step) == _item_cnn_flops()
-    assert cf.step_flops(cf.make_step("item-cnn-cl")) == _item_cnn_flops()  # same products, other layout
+    assert cf.step_flops(cf.make_step("item-cnn-nchw")) == _item_cnn_flops()  # same products, other layout
 
 
 def test_gemm_flops_and_timing(benchmark_module):
@@ -54,4 +54,14 @@ def test_training_minutes_reads_bench_reproduce(monkeypatch, tmp_path, benchmark
     ).to_csv(tables / "bench_reproduce.csv", index=False)
     (tables / "bench_reproduce.meta.json").write_text(json.dumps({"git_commit": "abc", "notebooks": {}}))
     monkeypatch.setattr(cf, "repo_root", lambda: tmp_path)
-    assert cf.training_minutes() == {"02_oe_table3_snli.ipynb": 54.1}  # only notebooks of one dominant step
+    # notebooks whose training one workload's steps fill, and only those with training times
+    assert cf.training_minutes() == {"02_oe_table3_snli.ipynb": 54.1, "09_sherlock_facts.ipynb": 70.8}
+
+
+def test_product_time_share_counts_products_only(benchmark_module):
+    import torch
+
+    cf = benchmark_module("compute_floor")
+    a, b = torch.randn(512, 512), torch.randn(512, 512)
+    assert cf.product_time_share(lambda: a @ b) > 0.9
+    assert cf.product_time_share(lambda: (a.exp() + b).sqrt_()) == 0.0

@@ -15,8 +15,12 @@ Workloads (full-preset shapes; real data where the step depends on it):
 - Table 2 (notebook 03): the GRU caption-image step on Fashion-MNIST Scenes captions, batch 128;
 - Sherlock (09): SEM-A's step on 64x64 colour fact canvases, batch 32;
 - Utama (08), DeViSE (06, 07), Table 2's CNN: the item CNN's pre-training step (width 32,
-  32x32 colour items, batch 128, with its augmentation), in the NCHW layout the trainer uses and
-  in channels-last (a lever measured here, not used by the notebooks).
+  32x32 colour items, batch 128, with its augmentation), channels-last as ItemCNN runs it, and the
+  same in the NCHW layout for comparison;
+- Table 1 (01): order-embeddings' compiled step (lazy Adam over the rows a batch touches). It does
+  almost no products: its floor is the bytes it must move at the stream bandwidth measured in the
+  same rounds (a 256 MB copy), and the table also gives the rate of gathering random rows, the
+  access pattern a row-sparse step cannot avoid.
 Also the GEMM of the GRU's recurrence alone ((128, 1024) x (1024, 3072)): products this thin reach
 less of the peak than a square one. Writes reports/tables/bench_compute_floor.*.
 
@@ -45,13 +49,28 @@ WORKLOADS = {
     "gru-snli": "Table 3 (02): GRU order-embeddings step, SNLI, batch 128",
     "gru-scenes": "Table 2 (03): GRU caption-image step, Fashion-MNIST Scenes, batch 128",
     "sem-a": "Sherlock (09): SEM-A step, 64x64 colour canvases, batch 32",
-    "item-cnn": "Item CNN pre-training step (08, 06, 07, 03), 32x32 colour items, batch 128, NCHW",
-    "item-cnn-cl": "Item CNN pre-training step, as above, channels-last (not used by the notebooks)",
+    "item-cnn": "Item CNN pre-training step (08, 06, 07, 03), 32x32 colour items, batch 128, channels-last",
+    "item-cnn-nchw": "Item CNN pre-training step, as above, in the NCHW layout (for comparison)",
     "gemm-gru": "GEMM of the GRU recurrence, (128, 1024) x (1024, 3072)",
 }
+# Steps bound by memory traffic rather than products: their floor is bytes at the stream bandwidth.
+MEMORY_WORKLOADS = {
+    "table1-oe": "Table 1 (01): order-embeddings' compiled step, WordNet, batch 500 + 500 negatives",
+    "table1-oe-cached": "Table 1's step, as above, on a 4,096-row table that stays in cache (for comparison)",
+}
 PEAK = "GEMM (2048, 2048) x (2048, 2048)"
-# bench_reproduce's notebooks whose training is (almost) all one workload's steps.
-NOTEBOOK_STEP = {"02_oe_table3_snli.ipynb": "gru-snli", "03_oe_table2_retrieval.ipynb": "gru-scenes"}
+STREAM = "stream copy, 256 MB float32"
+GATHER = "random 200-byte rows from a 49 MB table (index_select)"
+# bench_reproduce's notebooks and the workload whose steps fill (most of) their training time.
+NOTEBOOK_STEP = {
+    "01_oe_table1_wordnet.ipynb": "table1-oe",
+    "02_oe_table3_snli.ipynb": "gru-snli",
+    "03_oe_table2_retrieval.ipynb": "gru-scenes",
+    "06_devise_table1.ipynb": "item-cnn",
+    "07_devise_zeroshot.ipynb": "item-cnn",
+    "08_utama_compositionality.ipynb": "item-cnn",
+    "09_sherlock_facts.ipynb": "sem-a",
+}
 
 
 def make_step(name: str):
@@ -86,27 +105,82 @@ def make_step(name: str):
 
         gen = torch.Generator().manual_seed(0)
         model = ItemCNN(10, 32, in_channels=3)
-        channels_last = name.endswith("-cl")
-        if channels_last:
-            model = model.to(memory_format=torch.channels_last)
+        nchw = name.endswith("-nchw")
         opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=5e-4)
         images = torch.randint(0, 256, (128, 32, 32, 3), dtype=torch.uint8, generator=gen)
         labels = torch.randint(0, 10, (128,), generator=gen)
 
         def step():
             x = augment(to_input(images), 2, gen)  # (B, 3, 32, 32), contiguous NCHW
-            if channels_last:
-                x = x.contiguous(memory_format=torch.channels_last)
-            loss = F.cross_entropy(model(x), labels)
+            # ItemCNN.forward turns it channels-last; the comparison row bypasses that
+            logits = model.head(model.trunk(x).mean((2, 3))) if nchw else model(x)
+            loss = F.cross_entropy(logits, labels)
             opt.zero_grad()
             loss.backward()
             opt.step()
 
         return step
+    if name == "table1-oe":
+        return table1_step()
+    if name == "table1-oe-cached":
+        return table1_step(4096)
     if name == "gemm-gru":
         a, w = torch.randn(128, 1024), torch.randn(3072, 1024)
         return lambda: torch.mm(a, w.t())
     raise ValueError(f"unknown workload {name!r}; known: {list(WORKLOADS)}")
+
+
+def table1_step(rows_in_cache: int | None = None):
+    """Order-embeddings' training step as notebook 01 runs it (full preset, paper protocol on our
+    split, the compiled step), cycling over the first epoch's batches. Sets `.bytes`: the bytes one
+    step must move at least, each touched row's parameters and both Adam moments read and written
+    once (6 x dim x 4 bytes per distinct row) plus the batch's int64 indices; the energies' reads of
+    the same rows are counted as cache hits; and `.rows`: distinct rows per step.
+    `rows_in_cache`: train a table of that many rows instead (pairs taken modulo it), small enough
+    to stay in cache, so that the step's arithmetic is timed without its memory traffic."""
+    from orderlib.concepts.models import build_concept_model
+    from orderlib.concepts.train import new_step
+    from orderlib.experiments import oe_wordnet as exp
+
+    cfg, _, _ = exp.load_setting("full", "paper", 1)
+    data = exp._DATA["paper"]
+    c = exp.model_config("order-embeddings", cfg)
+    n = rows_in_cache or data.n_nodes
+    model = build_concept_model(c.model, n, c.dim, c.seed, **c.model_kwargs)
+    step = new_step(model, c, "cpu")
+    rng = np.random.default_rng([c.seed, 0])
+    pos = data.epoch_positives(rng, c.train_fraction) % n
+    neg = data.train_negatives(rng, pos) % n
+    batches = [
+        (torch.as_tensor(pos[i : i + c.batch]), torch.as_tensor(neg[i : i + c.batch]))
+        for i in range(0, 200 * c.batch, c.batch)
+    ]
+    rows = [len(np.unique(np.r_[p.numpy().ravel(), n.numpy().ravel()])) for p, n in batches]
+    state = {"b": 0}
+
+    def run():
+        p, n = batches[state["b"] % len(batches)]
+        step.step(p, n)
+        state["b"] += 1
+
+    run.rows = float(np.mean(rows))
+    run.bytes = run.rows * 6 * c.dim * 4 + 2 * 2 * c.batch * 8
+    return run
+
+
+def stream_step():
+    a, b = torch.randn(64 * 2**20), torch.empty(64 * 2**20)
+    run = lambda: b.copy_(a)
+    run.bytes = 2 * a.numel() * 4  # read and write
+    return run
+
+
+def gather_step():
+    table = torch.randn(3 * 82115, 50)  # three tables (rows, Adam's two moments) of WordNet's nouns
+    idx = torch.randint(0, table.shape[0], (8192,), generator=torch.Generator().manual_seed(0))
+    run = lambda: table.index_select(0, idx)
+    run.bytes = idx.numel() * 50 * 4
+    return run
 
 
 def peak_step():
@@ -122,6 +196,30 @@ def step_flops(step) -> int:
     return int(counter.get_total_flops())
 
 
+PRODUCT_OPS = {
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::baddbmm",
+    "aten::mkldnn_convolution",
+    "aten::convolution_backward",
+    "aten::_slow_conv2d_forward",
+    "aten::_slow_conv2d_backward",
+}
+
+
+def product_time_share(step, calls: int = 3) -> float:
+    """Share of a step's own CPU time (torch.profiler, self times) spent in matrix products."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            step()
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    return sum(e.self_cpu_time_total for e in events if e.key in PRODUCT_OPS) / total
+
+
 def seconds_per_call(step, seconds: float) -> float:
     """Mean seconds per call of step over at least `seconds` (and at least 3 calls)."""
     n, t0 = 0, time.perf_counter()
@@ -134,32 +232,68 @@ def seconds_per_call(step, seconds: float) -> float:
 def training_minutes() -> dict[str, float]:
     """Summed training minutes of the notebooks' models from the committed bench_reproduce."""
     runs = carried_runs(repo_root() / "reports" / "tables", timed=set())  # every notebook it timed
-    return {r["notebook"]: r["train_seconds"] / 60 for r in runs if r["notebook"] in NOTEBOOK_STEP}
+    return {
+        r["notebook"]: r["train_seconds"] / 60
+        for r in runs
+        if r["notebook"] in NOTEBOOK_STEP and r.get("train_seconds")
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=8.0, help="timed seconds per workload and round")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated subset")
+    ap.add_argument("--workloads", default=",".join([*WORKLOADS, *MEMORY_WORKLOADS]), help="comma-separated subset")
     a = ap.parse_args()
     names = [w for w in a.workloads.split(",") if w]
     t_start = time.perf_counter()
     torch.set_num_threads(1)  # as the notebooks' row workers run
     steps = {w: make_step(w) for w in names}
-    steps[PEAK] = peak_step()
+    steps[PEAK], steps[STREAM], steps[GATHER] = peak_step(), stream_step(), gather_step()
     for s in steps.values():  # warm up: first calls allocate and pick kernels
         s(), s()
-    flops = {w: step_flops(s) for w, s in steps.items()}
+    flops = {w: step_flops(s) for w, s in steps.items() if w not in MEMORY_WORKLOADS}
+    moved = {w: s.bytes for w, s in steps.items() if hasattr(s, "bytes")}
+    in_products = {w: product_time_share(steps[w]) for w in names if w in WORKLOADS}
     got = {w: [] for w in steps}
     for _ in range(a.rounds):  # alternate, so a change in the machine's speed hits all alike
         for w, s in steps.items():
             got[w].append(seconds_per_call(s, a.seconds))
     sec = {w: float(np.median(v)) for w, v in got.items()}
     peak = flops[PEAK] / sec[PEAK] / 1e9  # GFLOP/s
-    rows = [dict(method=PEAK, metric="GFLOP/s, one thread", ours=round(peak, 1))]
+    stream, gather = (moved[k] / sec[k] / 1e9 for k in (STREAM, GATHER))  # GB/s
+    rows = [
+        dict(method=PEAK, metric="GFLOP/s, one thread", ours=round(peak, 1)),
+        dict(method=STREAM, metric="GB/s, one thread", ours=round(stream, 2)),
+        dict(method=GATHER, metric="GB/s, one thread", ours=round(gather, 2)),
+        dict(method=GATHER, metric="share of the stream bandwidth (%)", ours=round(100 * gather / stream, 1)),
+    ]
     share = {}
     for w in names:
+        if w in MEMORY_WORKLOADS:
+            rate = moved[w] / sec[w] / 1e9
+            share[w] = rate / stream
+            rows += [
+                dict(method=MEMORY_WORKLOADS[w], metric="MB moved per step, at least", ours=round(moved[w] / 1e6, 3)),
+                dict(method=MEMORY_WORKLOADS[w], metric="seconds per step, one thread", ours=round(sec[w], 5)),
+                dict(method=MEMORY_WORKLOADS[w], metric="GB/s, one thread", ours=round(rate, 2)),
+                dict(
+                    method=MEMORY_WORKLOADS[w],
+                    metric="share of the stream bandwidth (%)",
+                    ours=round(100 * share[w], 1),
+                ),
+                dict(
+                    method=MEMORY_WORKLOADS[w],
+                    metric="share of the row-gather bandwidth (%)",
+                    ours=round(100 * rate / gather, 1),
+                ),
+                dict(
+                    method=MEMORY_WORKLOADS[w],
+                    metric="microseconds per distinct row",
+                    ours=round(1e6 * sec[w] / steps[w].rows, 3),
+                ),
+            ]
+            continue
         rate = flops[w] / sec[w] / 1e9
         share[w] = rate / peak
         rows += [
@@ -168,30 +302,42 @@ def main() -> None:
             dict(method=WORKLOADS[w], metric="GFLOP/s, one thread", ours=round(rate, 1)),
             dict(method=WORKLOADS[w], metric="share of the GEMM peak (%)", ours=round(100 * share[w], 1)),
             dict(method=WORKLOADS[w], metric="largest speed-up at the GEMM peak", ours=round(1 / share[w], 2)),
+            dict(
+                method=WORKLOADS[w],
+                metric="share of its time in matrix products (%)",
+                ours=round(100 * in_products[w], 1),
+            ),
+            dict(
+                method=WORKLOADS[w],
+                metric="its matrix products' own rate, share of the GEMM peak (%)",
+                ours=round(100 * share[w] / in_products[w], 1),
+            ),
         ]
-    if "item-cnn" in sec and "item-cnn-cl" in sec:
+    if "item-cnn" in sec and "item-cnn-nchw" in sec:
         rows.append(
             dict(
-                method=WORKLOADS["item-cnn-cl"],
+                method=WORKLOADS["item-cnn"],
                 metric="speed-up over NCHW, same run",
-                ours=round(sec["item-cnn"] / sec["item-cnn-cl"], 2),
+                ours=round(sec["item-cnn-nchw"] / sec["item-cnn"], 2),
             )
         )
     trained = training_minutes()
+    floors = {}
     for nb, w in NOTEBOOK_STEP.items():
         if nb in trained and w in share:
+            floors[nb] = trained[nb] * share[w]
             rows += [
                 dict(
                     method=nb,
                     metric="training time of its models, summed over workers (min)",
                     ours=round(trained[nb], 1),
                 ),
-                dict(
-                    method=nb,
-                    metric="the same, every product at the GEMM peak (min)",
-                    ours=round(trained[nb] * share[w], 1),
-                ),
+                dict(method=nb, metric="the same, every step at its floor (min)", ours=round(floors[nb], 1)),
             ]
+    if floors:
+        rows.append(
+            dict(method="total", metric="the same, every step at its floor (min)", ours=round(sum(floors.values()), 1))
+        )
     df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
     meta = {
         "preset": "full",
@@ -204,7 +350,9 @@ def main() -> None:
         "rounds": a.rounds,
         "seconds_per_round": a.seconds,
         "seconds_per_call": got,
+        "product_time_share": in_products,
         "flops_per_call": flops,
+        "bytes_per_call": moved,
         "notebook_step": NOTEBOOK_STEP,
         "matmul": "auto",
     }
@@ -216,8 +364,10 @@ def main() -> None:
         "Matrix products as the notebooks' MATMUL='auto' (bf16 where the CPU has bf16 units: there the peak "
         "row is float32 and the shares are not bounds). Notebook rows: bench_reproduce's summed training "
         "minutes of that notebook's models (worker-minutes; timed at the commit it names) times the share of "
-        "its dominant step; two one-thread workers side by side run these steps within about 5% of twice one "
-        "alone (bench_lanes), so the workers' minutes ran at about the rate timed here."
+        "its dominant step (Table 1: bytes at the stream bandwidth); two one-thread workers side by side run these steps within about 5% of twice one "
+        "alone (bench_lanes), so the workers' minutes ran at about the rate timed here. 'share of its time in "
+        "matrix products': self CPU time of mm, addmm, bmm and the convolutions under torch.profiler (3 steps); "
+        "the step's share of the peak is that share times the products' own rate."
     )
     write_table("bench_compute_floor", df, meta, title="Training steps against the GEMM peak", notes=notes)
     print(df.to_string(index=False))

@@ -44,8 +44,12 @@ class ConceptModel(nn.Module):
         return {name: self.ball for name, spec in self.table_specs().items() if spec.ball}
 
     def constrain(self, name: str, block: torch.Tensor) -> torch.Tensor:
-        """Return rows of table `name` with its spec's constraint re-imposed (after a step)."""
-        return self.table_specs()[name].constrain(block, getattr(self, "ball", None))
+        """Return rows of table `name` with its spec's constraint re-imposed (after a step). The
+        specs are read once per model: a model's constraints are fixed when it is built."""
+        specs = self.__dict__.get("_specs")
+        if specs is None:
+            specs = self.__dict__["_specs"] = self.table_specs()
+        return specs[name].constrain(block, getattr(self, "ball", None))
 
     def constant_columns(self) -> dict[str, int]:
         """Return {table name: k} for tables whose last k columns are held at 1."""

@@ -153,16 +153,7 @@ def train_concept_model(
     key = {
         **asdict(cfg),
         "code": code_version(*TRAINER_CODE),
-        "data": fingerprint(
-            data.protocol,
-            data.n_nodes,
-            data.train,
-            data.dev,
-            data.dev_labels,
-            data.test,
-            data.test_labels,
-            data.closure,
-        ),
+        "data": data.key(),
     }
     if init:
         key["init"] = fingerprint(init)

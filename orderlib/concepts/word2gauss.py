@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from orderlib import penalties
-from orderlib.checkpoint import code_version, fingerprint
+from orderlib.checkpoint import code_version
 from orderlib.concepts.base import ConceptModel
 from orderlib.concepts.compiled import W2G_SOURCE, source_key, word2gauss_kernel, word2gauss_status
 from orderlib.concepts.train import evaluate
@@ -125,16 +125,7 @@ def train_word2gauss(
             "orderlib.concepts.word2gauss", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold"
         ),
         "kernel": source_key(W2G_SOURCE),
-        "data": fingerprint(
-            data.protocol,
-            data.n_nodes,
-            data.train,
-            data.dev,
-            data.dev_labels,
-            data.test,
-            data.test_labels,
-            data.closure,
-        ),
+        "data": data.key(),
     }
     model.eval()
     fitted = fit(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from orderlib.checkpoint import fingerprint
 from orderlib.data.torch7 import Torch7Generator
 
 if TYPE_CHECKING:
@@ -117,6 +118,19 @@ class HypernymyData:
     closure: np.ndarray  # sorted codes of every true pair in WordNet
     stats: dict = field(default_factory=dict)
     split: str = "ours"  # "ours" (make_splits) or "authors" (authors_split: Vendrov et al.'s own pairs)
+
+    def key(self) -> str:
+        """Content fingerprint of what training and evaluation read (the checkpoint keys' "data")."""
+        return fingerprint(
+            self.protocol,
+            self.n_nodes,
+            self.train,
+            self.dev,
+            self.dev_labels,
+            self.test,
+            self.test_labels,
+            self.closure,
+        )
 
     def epoch_positives(self, rng: np.random.Generator, fraction: float = 1.0) -> np.ndarray:
         """Shuffle the training positives and keep the first `fraction` of them (at least one), (P, 2):
