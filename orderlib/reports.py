@@ -83,8 +83,8 @@ def training_provenance(models: dict[str, dict], commit: str) -> dict:
 
 
 def device_description(device, workers: int = 1) -> str:
-    """Describe the device a run used: CPU model and threads (or `workers` one-thread processes,
-    training.workers), or the CUDA device name."""
+    """Describe the device a run used: CPU model, its kind (cpu_kind) and threads (or `workers`
+    one-thread processes, training.workers), or the CUDA device name."""
     import torch
 
     device = torch.device(device)
@@ -98,9 +98,22 @@ def device_description(device, workers: int = 1) -> str:
                 break
     except OSError:
         pass
+    cpu = f"{cpu}, {cpu_kind()}"
     if workers > 1:
         return f"cpu:{cpu} ({workers} processes x 1 thread)"
     return f"cpu:{cpu} ({torch.get_num_threads()} threads)"
+
+
+def cpu_kind() -> str:
+    """What sets this CPU's rounding, as probed: the vector kernels ATen dispatches to (AVX512, AVX2,
+    DEFAULT: torch's own CPU probe, capped by ATEN_CPU_CAPABILITY) and whether float32 products run
+    in bf16 under MATMUL bf16 (orderlib.precision's probe). One model name spans several kinds."""
+    import torch
+
+    from orderlib import precision
+
+    kind = f"{torch.backends.cpu.get_cpu_capability()} kernels"
+    return f"{kind}, bf16 products" if precision.bf16_products() else kind
 
 
 def report_meta(

@@ -176,3 +176,20 @@ def test_report_meta_holds_the_fields_every_notebook_writes(tmp_path):
     written = json.loads(write_table("t", df, meta, tmp_path)["meta"].read_text())
     assert {k: written[k] for k in meta} == json.loads(json.dumps(meta))  # as given, the commit included
     assert trained_at(written) == "1 of 2 at c0"
+
+
+def test_device_description_names_the_cpu_kind_it_probes():
+    """The kernels ATen dispatches to are probed, so capping them (as bench_tolerance's SSE4 variant
+    does) shows in the description, and the description says which kind of CPU produced a report."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from orderlib.reports import device_description as d; print(d('cpu'))"
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    capped = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert "DEFAULT kernels" in capped.stdout
+    from orderlib.reports import device_description
+
+    here = device_description("cpu")
+    assert here.startswith("cpu:") and " kernels" in here and here.endswith("threads)")
