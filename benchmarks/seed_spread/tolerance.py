@@ -13,7 +13,15 @@ its tables with the reference variant's:
 Writes reports/tables/bench_tolerance.* (every compared number in the CSV, the largest moves in the
 Markdown). A variant's run lives under runs/tolerance/<variant>/ and resumes from its checkpoints.
 
+Across CPU kinds (`--across A B`): two folders of report tables made by the same code on the same
+data on two machines (their provenance fingerprints must agree, their CPU kinds differ: run the
+same commit's notebooks on each, e.g. `make resume` in a checkout of that commit, and copy one
+machine's reports/tables to the other). Their numbers are compared table by table and the rows
+"<kind of A> vs <kind of B>" replace any earlier rows of that pair in bench_tolerance, beside the
+variants above.
+
     .venv/bin/python benchmarks/seed_spread/tolerance.py [--notebooks notebooks/06_devise_table1.ipynb] [--preset full]
+    .venv/bin/python benchmarks/seed_spread/tolerance.py --across reports/tables /path/to/other/reports/tables
 """
 
 from __future__ import annotations
@@ -110,12 +118,96 @@ def compare(reference: dict[str, pd.DataFrame], other: dict[str, pd.DataFrame], 
     return rows
 
 
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """The Markdown's rows: per variant, table and measure, how many numbers, how many moved, the largest move."""
+    show = (
+        df.groupby(["method", "table", "measure"], sort=False)  # one row per metric: % and fractions apart
+        .agg(numbers=("ours", "size"), changed=("ours", lambda d: int((d > 0).sum())), max_move=("ours", "max"))
+        .reset_index()
+    )
+    show.insert(3, "metric", "largest move against the reference")
+    show.insert(4, "paper", None)
+    show.insert(5, "ours", [f"{cite_round(float(v)):g}" for v in show.pop("max_move")])  # hp@k: 3 digits, not 2
+    return show
+
+
+def _metas(folder: Path) -> dict[str, dict]:
+    return {p.name.removesuffix(".meta.json"): json.loads(p.read_text()) for p in sorted(folder.glob("*.meta.json"))}
+
+
+def across(a: Path, b: Path) -> tuple[list[dict], dict]:
+    """Compare the report tables two machines made with the same code and data (folders `a`, `b`):
+    one row per number, as `compare`, labelled by the two CPU kinds; and what was compared. Tables
+    whose provenance fingerprints differ are refused, naming the table and what differs."""
+    metas_a, metas_b = _metas(a), _metas(b)
+    shared = [t for t in metas_a if t in metas_b and (a / f"{t}.csv").exists() and (b / f"{t}.csv").exists()]
+    shared = [t for t in shared if not t.startswith("bench_")]  # timings differ by design
+    if not shared:
+        raise ValueError(f"{a} and {b}: no report table in both (each needs <id>.csv and <id>.meta.json)")
+    for t in shared:
+        fa, fb = metas_a[t].get("fingerprints") or {}, metas_b[t].get("fingerprints") or {}
+        differs = [k for k in ("source", "code", "data") if fa.get(k) != fb.get(k)]
+        if not fa or differs:
+            raise ValueError(
+                f"{b / (t + '.meta.json')}: its provenance differs from {a / (t + '.meta.json')} in "
+                f"{', '.join(differs) or 'fingerprints (missing)'}: compare tables made by the same code on the same data"
+            )
+    kinds = {metas_a[shared[0]]["device"], metas_b[shared[0]]["device"]}
+    if len(kinds) < 2:
+        raise ValueError(f"{a} and {b}: both made on {kinds.pop()!r}; across CPU kinds needs two kinds")
+    label = f"{metas_b[shared[0]]['device']} vs {metas_a[shared[0]]['device']}"
+    rows = compare(
+        {t: pd.read_csv(a / f"{t}.csv") for t in shared}, {t: pd.read_csv(b / f"{t}.csv") for t in shared}, label
+    )
+    return rows, {
+        "label": label,
+        "tables": shared,
+        "commits": sorted({m.get("git_commit", "")[:7] for m in (*metas_a.values(), *metas_b.values())} - {""}),
+    }
+
+
+def add_across(a: Path, b: Path) -> None:
+    """Put the comparison of folders `a` and `b` into the committed bench_tolerance, beside its other rows."""
+    rows, info = across(a, b)
+    out = repo_root() / "reports" / "tables"
+    old = pd.read_csv(out / "bench_tolerance.csv") if (out / "bench_tolerance.csv").exists() else pd.DataFrame()
+    meta = json.loads((out / "bench_tolerance.meta.json").read_text()) if len(old) else {}
+    old = old[old["method"] != info["label"]] if len(old) else old
+    df = pd.concat([old, pd.DataFrame(rows)], ignore_index=True)
+    meta.setdefault("across", {})[info["label"]] = {"folders": [str(a), str(b)], **info}
+    for key, value in dict(
+        preset="full",
+        seed=0,
+        device=info["label"],
+        data_source="the notebooks' own data",
+        data_fingerprint="",
+        wall_time_s=0.0,
+    ).items():
+        meta.setdefault(key, value)
+    meta.pop("fingerprints", None)
+    write_table(
+        "bench_tolerance",
+        df,
+        meta,
+        out,
+        title="How far the numbers move across thread counts and CPU kernels",
+        notes=(meta.get("notes") or "")
+        + f" '{info['label']}': the tables {', '.join(info['tables'])} as two machines made them "
+        f"(commits {', '.join(info['commits'])}; same code and data fingerprints).",
+        show=summary(df),
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--notebooks", nargs="+", type=Path, default=[Path("notebooks/06_devise_table1.ipynb")])
     ap.add_argument("--preset", default="full")
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    ap.add_argument("--across", nargs=2, type=Path, metavar=("A", "B"), help="two machines' report tables")
     args = ap.parse_args()
+    if args.across:
+        add_across(*args.across)
+        return
     commit, t0 = git_commit(), time.perf_counter()
     base = runs_root() / "tolerance" / args.preset
     has_bf16 = precision.bf16_products()
@@ -134,14 +226,7 @@ def main() -> None:
         for row in compare(reference, tables_of(base / name.replace(" ", "_")), f"{name} vs reference")
     ]
     df = pd.DataFrame(rows)
-    show = (
-        df.groupby(["method", "table", "measure"], sort=False)  # one row per metric: % and fractions apart
-        .agg(numbers=("ours", "size"), changed=("ours", lambda d: int((d > 0).sum())), max_move=("ours", "max"))
-        .reset_index()
-    )
-    show.insert(3, "metric", "largest move against the reference")
-    show.insert(4, "paper", None)
-    show.insert(5, "ours", [f"{cite_round(float(v)):g}" for v in show.pop("max_move")])  # hp@k: 3 digits, not 2
+    show = summary(df)
     trained_at = sorted(
         {
             json.loads(p.read_text()).get("git_commit", "")
@@ -181,6 +266,7 @@ def main() -> None:
         bf16_products=has_bf16,
         seconds=seconds,
         trained_at=trained_at,
+        notes=notes,  # kept when --across adds its rows
     )
     out = repo_root() / "reports" / "tables" if args.preset == "full" else base / "tables"
     out.mkdir(parents=True, exist_ok=True)
