@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from orderlib import freshness as F
 from orderlib.reports import write_table
@@ -20,14 +21,14 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     return tmp_path
 
 
-def _notebook(*cells: str, injected: str | None = None, outputs: str = "") -> str:
+def _notebook(*cells: str, injected: str | None = None, outputs: str = "", title: str = "# a title") -> str:
     code = [
         {"cell_type": "code", "metadata": {}, "source": c, "outputs": [{"text": outputs}], "execution_count": 1}
         for c in cells
     ]
     if injected:
         code.insert(0, {"cell_type": "code", "metadata": {"tags": ["injected-parameters"]}, "source": injected})
-    return json.dumps({"cells": [{"cell_type": "markdown", "source": "# a title"}, *code]})
+    return json.dumps({"cells": [{"cell_type": "markdown", "source": title}, *code]})
 
 
 def test_a_file_fingerprint_follows_code_not_comments_docstrings_or_layout():
@@ -108,6 +109,23 @@ def test_an_executed_copy_is_stale_when_its_code_cells_differ(tmp_path):
     assert R.copy_freshness("notebooks/n.ipynb", root) == "current"  # outputs and parameters aside
     copy.write_text(_notebook("x = 2", "print(x)", injected='PRESET = "full"'))
     assert R.copy_freshness("notebooks/n.ipynb", root) == "stale"
+
+
+def test_an_executed_copy_whose_text_lags_is_brought_in_line_without_a_rerun(tmp_path):
+    from orderlib.tools.publish_notebook import sync_text
+
+    root = _tree(tmp_path, {"notebooks/n.ipynb": _notebook("x = 1", title="# What this shows: 61.2")})
+    copy = tmp_path / "reports" / "notebooks" / "n.ipynb"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(_notebook("x = 1", injected='PRESET = "full"', outputs="1", title="# What this shows: 60.7"))
+    assert R.copy_freshness("notebooks/n.ipynb", root) == "text"  # code current, Markdown behind
+    assert sync_text(copy, root / "notebooks/n.ipynb") is True
+    assert R.copy_freshness("notebooks/n.ipynb", root) == "current"
+    assert json.loads(copy.read_text())["cells"][-1]["outputs"] == [{"text": "1"}]  # outputs kept
+    assert sync_text(copy, root / "notebooks/n.ipynb") is False
+    copy.write_text(_notebook("x = 2", title="# old"))  # other code: only a rerun helps
+    with pytest.raises(ValueError, match="n.ipynb: its code cells or cell order differ"):
+        sync_text(copy, root / "notebooks/n.ipynb")
 
 
 def test_the_index_shows_stale_reports_and_why(tmp_path):

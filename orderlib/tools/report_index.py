@@ -361,14 +361,16 @@ def report_freshness(meta: dict, source: str, read: freshness.Reader) -> list[st
 
 def copy_freshness(source: str, root: Path) -> str:
     """An executed copy's state: "current" when its code cells equal its notebook's (papermill's
-    injected parameters aside), "stale", or "" where the source has no copy."""
+    injected parameters aside) and so do its Markdown cells; "text" when only the Markdown differs
+    (`python -m orderlib.tools.publish_notebook --text` brings it over, no rerun needed); "stale";
+    or "" where the source has no copy."""
     executed = reports_dir(root) / "notebooks" / Path(source).name
     if not source.endswith(".ipynb") or not executed.exists() or not (Path(root) / source).exists():
         return ""
-    same = freshness.notebook_code(json.loads(executed.read_text())) == freshness.notebook_code(
-        json.loads((Path(root) / source).read_text())
-    )
-    return "current" if same else "stale"
+    ran, nb = json.loads(executed.read_text()), json.loads((Path(root) / source).read_text())
+    if freshness.notebook_code(ran) != freshness.notebook_code(nb):
+        return "stale"
+    return "current" if freshness.notebook_markdown(ran) == freshness.notebook_markdown(nb) else "text"
 
 
 def freshness_of(root: Path | None = None) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -412,13 +414,13 @@ def _freshness_section(reports: dict[str, list[str]], copies: dict[str, str]) ->
             shown = ", ".join(f"`{w}`" if "/" in w and " " not in w else w for w in why[:6])
             lines.append(f"| `{rid}` | {shown}{f' and {len(why) - 6} more' if len(why) > 6 else ''} |")
         lines.append("")
-    bad = sorted(nb for nb, state in copies.items() if state == "stale")
-    if bad:
-        lines.append(
-            "Executed copies whose code cells differ from their notebook's: "
-            + ", ".join(f"[{Path(nb).name}](notebooks/{Path(nb).name})" for nb in bad)
-            + ".\n"
-        )
+    for state, what in (
+        ("stale", "Executed copies whose code cells differ from their notebook's"),
+        ("text", "Executed copies whose code is current but whose text (Markdown cells) is not"),
+    ):
+        bad = sorted(nb for nb, s in copies.items() if s == state)
+        if bad:
+            lines.append(what + ": " + ", ".join(f"[{Path(nb).name}](notebooks/{Path(nb).name})" for nb in bad) + ".\n")
     return "\n".join(lines)
 
 
@@ -546,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path} is out of date: run `make index`", file=sys.stderr)
             return 1
         stale = sorted(rid for rid, why in reports.items() if why)
-        copies_stale = sorted(nb for nb, state in copies.items() if state == "stale")
+        copies_stale = sorted(nb for nb, state in copies.items() if state != "current")
         if stale or copies_stale:
             print(
                 f"{len(stale)} of {len(reports)} reports and {len(copies_stale)} of {len(copies)} executed notebooks "
