@@ -1,5 +1,7 @@
-"""Every number README.md and docs/ cite beside a report id is in that report's CSV, as rounded."""
+"""Every number README.md, docs/ and the notebooks' text cite beside a report id is in that report's
+CSV, as rounded."""
 
+import json
 from pathlib import Path
 
 from orderlib.tools import cited_numbers as C
@@ -77,3 +79,20 @@ def test_a_list_item_is_a_scope_of_its_own(tmp_path):
         "- Image R@1 reaches 12.71,\n  as [`oe_table2_seed_spread`](t.md) does not say.\n"
     )
     assert C.problems(_repo(tmp_path, page), ("README.md",)) == ["README.md:3: 12.71 is not in oe_table2_seed_spread"]
+
+
+def test_a_notebooks_text_cites_its_own_reports_unless_it_names_others(tmp_path):
+    root = _repo(tmp_path, "")
+    text = [
+        "# Table 2\n\nA margin of 0.05 <!-- not cited -->",
+        "## What this shows\n\nOrder reaches 30.52 caption R@1, not 31.02;\n"
+        "over seeds 29.92 ± 0.66 (`oe_table2_seed_spread`).",
+    ]
+    cells = [{"cell_type": "markdown", "source": t} for t in text]
+    cells.insert(1, {"cell_type": "code", "source": "x = 0.123", "outputs": []})  # code is not text
+    nb = root / "notebooks" / "03_oe_table2_retrieval.ipynb"
+    nb.parent.mkdir()
+    nb.write_text(json.dumps({"cells": cells}))
+    found = C.problems(root, C.NOTEBOOK_PAGES)
+    assert len(found) == 1 and found[0].startswith("notebooks/03_oe_table2_retrieval.ipynb:7: 31.02 is not in ")
+    assert "oe_table2_retrieval" in found[0]

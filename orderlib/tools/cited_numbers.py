@@ -1,4 +1,4 @@
-"""Check that the numbers README.md and docs/ cite are in the reports they name.
+"""Check that the numbers README.md, docs/ and the notebooks' Markdown cite are in the reports they name.
 
     python -m orderlib.tools.cited_numbers          # list every cited number not in its reports
 
@@ -10,6 +10,9 @@ number, else the nearest earlier paragraph of the same section that names an id.
 id in scope is unbacked. Checked: every number with a decimal point, and every number of a table
 cell that holds only numbers. Not checked: code spans, link targets, versions ("WordNet 3.1") and
 a line that carries `<!-- not cited -->`.
+
+A notebook's Markdown cells are read as one page whose numbers belong to the reports that notebook
+writes, and to any report id in their scope (report_index.REPORTS), so its "What this shows" cannot drift from its tables.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from orderlib.paths import repo_root
 
 PAGES = ("README.md", "docs/*.md")
+NOTEBOOK_PAGES = ("notebooks/[0-9][0-9]_*.ipynb",)  # their Markdown cells
 NOT_CITED = "<!-- not cited -->"  # at the end of a line: its numbers are not results
 NOT_CITED_BLOCK = "<!-- not cited:"  # a line of its own, with the reason: the block below it quotes no result
 _NUMBER = re.compile(r"(?<![\w.@/-])([−-]?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w.]*\d)(?![\w])")
@@ -172,6 +176,29 @@ def matches(cited: str, values: list[float]) -> bool:
     return any(abs(v * k - x) <= half for v in values for k in scales)
 
 
+def notebook_markdown(path: Path) -> str:
+    """A notebook's Markdown cells as one page, cells apart as paragraphs (a problem's line number
+    counts this page's lines)."""
+    import json
+
+    cells = json.loads(path.read_text())["cells"]
+    return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def page_cites(root: Path, path: Path, ids: list[str]) -> list[Cite]:
+    """The numbers a page cites; a notebook's belong to the reports it writes and any it names."""
+    from orderlib.tools.report_index import REPORTS
+
+    page = str(path.relative_to(root))
+    if path.suffix != ".ipynb":
+        return extract(page, path.read_text(), ids)
+    own = tuple(rid for rid, info in REPORTS.items() if info[2] == page)
+    return [
+        Cite(c.page, c.line, c.text, tuple(dict.fromkeys(c.ids + own)))
+        for c in extract(page, notebook_markdown(path), ids)
+    ]
+
+
 def problems(root: Path | None = None, pages: tuple[str, ...] = PAGES) -> list[str]:
     """One line per cited number that no report in its scope holds, or that has no report in scope."""
     from orderlib.tools.report_index import REPORTS
@@ -183,7 +210,7 @@ def problems(root: Path | None = None, pages: tuple[str, ...] = PAGES) -> list[s
     for pattern in pages:
         for path in sorted(root.glob(pattern)):
             page = str(path.relative_to(root))
-            for c in extract(page, path.read_text(), list(REPORTS)):
+            for c in page_cites(root, path, list(REPORTS)):
                 if not c.ids:
                     out.append(f"{page}:{c.line}: {c.text} names no report")
                     continue
@@ -199,7 +226,7 @@ def problems(root: Path | None = None, pages: tuple[str, ...] = PAGES) -> list[s
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.parse_args(argv)
-    found = problems()
+    found = problems(pages=PAGES + NOTEBOOK_PAGES)
     for line in found:
         print(line)
     return 1 if found else 0
