@@ -58,11 +58,6 @@ def notebook_code(nb: dict) -> list[str]:
     return cells
 
 
-def notebook_markdown(nb: dict) -> list[str]:
-    """A notebook's Markdown cells, as written (what a reader of its executed copy reads)."""
-    return ["".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "markdown"]
-
-
 @functools.lru_cache(maxsize=4096)  # an index reads the same files for every report
 def file_fingerprint(path: str, text: str) -> str:
     """sha256 (12 hex digits) of the code in `text`, read by the kind of file `path` names."""

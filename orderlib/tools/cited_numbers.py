@@ -176,26 +176,20 @@ def matches(cited: str, values: list[float]) -> bool:
     return any(abs(v * k - x) <= half for v in values for k in scales)
 
 
-def notebook_markdown(path: Path) -> str:
-    """A notebook's Markdown cells as one page, cells apart as paragraphs (a problem's line number
-    counts this page's lines)."""
-    import json
-
-    cells = json.loads(path.read_text())["cells"]
-    return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-
-
 def page_cites(root: Path, path: Path, ids: list[str]) -> list[Cite]:
     """The numbers a page cites; a notebook's belong to the reports it writes and any it names."""
-    from orderlib.tools.report_index import REPORTS
+    import json
+
+    from orderlib.tools.report_index import REPORTS, notebook_markdown
 
     page = str(path.relative_to(root))
     if path.suffix != ".ipynb":
         return extract(page, path.read_text(), ids)
     own = tuple(rid for rid, info in REPORTS.items() if info[2] == page)
+    # the Markdown cells as one page, cells apart as paragraphs (a problem's line counts its lines)
     return [
         Cite(c.page, c.line, c.text, tuple(dict.fromkeys(c.ids + own)))
-        for c in extract(page, notebook_markdown(path), ids)
+        for c in extract(page, "\n\n".join(notebook_markdown(json.loads(path.read_text()))), ids)
     ]
 
 

@@ -362,7 +362,7 @@ def report_freshness(meta: dict, source: str, read: freshness.Reader) -> list[st
 def copy_freshness(source: str, root: Path) -> str:
     """An executed copy's state: "current" when its code cells equal its notebook's (papermill's
     injected parameters aside) and so do its Markdown cells; "text" when only the Markdown differs
-    (`python -m orderlib.tools.publish_notebook --text` brings it over, no rerun needed); "stale";
+    (`python -m orderlib.tools.report_index --text` brings it over, no rerun needed); "stale";
     or "" where the source has no copy."""
     executed = reports_dir(root) / "notebooks" / Path(source).name
     if not source.endswith(".ipynb") or not executed.exists() or not (Path(root) / source).exists():
@@ -370,7 +370,36 @@ def copy_freshness(source: str, root: Path) -> str:
     ran, nb = json.loads(executed.read_text()), json.loads((Path(root) / source).read_text())
     if freshness.notebook_code(ran) != freshness.notebook_code(nb):
         return "stale"
-    return "current" if freshness.notebook_markdown(ran) == freshness.notebook_markdown(nb) else "text"
+    return "current" if notebook_markdown(ran) == notebook_markdown(nb) else "text"
+
+
+def notebook_markdown(nb: dict) -> list[str]:
+    """A notebook's Markdown cells, as written (what a reader of its executed copy reads)."""
+    return ["".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "markdown"]
+
+
+def _kinds(nb: dict) -> list[str]:
+    """The cell types in order, papermill's injected parameters aside."""
+    return [c["cell_type"] for c in nb["cells"] if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+
+
+def sync_text(executed: Path, source: Path) -> bool:
+    """Give the executed copy `executed` the Markdown cells of its notebook `source` (Markdown has no
+    outputs, so the copy then reads as a run of the notebook would); return whether anything changed.
+    Raises ValueError naming the file when their code or cell order differ: only a rerun helps there."""
+    ran, nb = json.loads(Path(executed).read_text()), json.loads(Path(source).read_text())
+    if freshness.notebook_code(ran) != freshness.notebook_code(nb) or _kinds(ran) != _kinds(nb):
+        raise ValueError(f"{executed}: its code cells or cell order differ from {source}; rerun the notebook instead")
+    text = iter(c["source"] for c in nb["cells"] if c["cell_type"] == "markdown")
+    changed = False
+    for cell in ran["cells"]:
+        if cell["cell_type"] == "markdown":
+            new = next(text)
+            changed |= "".join(cell["source"]) != "".join(new)
+            cell["source"] = new
+    if changed:
+        atomic_write_files({Path(executed): (json.dumps(ran, indent=1, ensure_ascii=False) + "\n").encode()})
+    return changed
 
 
 def freshness_of(root: Path | None = None) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -529,7 +558,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strict", action="store_true", help="with --check: fail on a stale report or executed copy")
     ap.add_argument("--stale", action="store_true", help="print the notebooks and scripts to rerun, one a line")
     ap.add_argument("--backfill", action="store_true", help="record fingerprints of reports written without them")
+    ap.add_argument(
+        "--text", action="store_true", help="give executed copies whose code is current their notebooks' Markdown"
+    )
     args = ap.parse_args(argv)
+    if args.text:
+        root = repo_root()
+        for source, state in freshness_of(root)[1].items():
+            if state == "text":
+                sync_text(reports_dir(root) / "notebooks" / Path(source).name, root / source)
+                print(f"{source}: its executed copy now has its Markdown")
     if args.backfill:
         for rid in backfill():
             print(f"fingerprints recorded for {rid}")
