@@ -131,6 +131,14 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     return show
 
 
+def write_tolerance(df: pd.DataFrame, meta: dict, out: Path, notes: str) -> pd.DataFrame:
+    """Write bench_tolerance: every compared number in the CSV, `summary` in the Markdown; return the summary."""
+    title = "How far the numbers move across thread counts and CPU kernels"
+    show = summary(df)
+    write_table("bench_tolerance", df, meta, out, title=title, notes=notes, show=show)
+    return show
+
+
 def _metas(folder: Path) -> dict[str, dict]:
     return {p.name.removesuffix(".meta.json"): json.loads(p.read_text()) for p in sorted(folder.glob("*.meta.json"))}
 
@@ -185,17 +193,11 @@ def add_across(a: Path, b: Path) -> None:
     ).items():
         meta.setdefault(key, value)
     meta.pop("fingerprints", None)
-    write_table(
-        "bench_tolerance",
-        df,
-        meta,
-        out,
-        title="How far the numbers move across thread counts and CPU kernels",
-        notes=(meta.get("notes") or "")
-        + f" '{info['label']}': the tables {', '.join(info['tables'])} as two machines made them "
-        f"(commits {', '.join(info['commits'])}; same code and data fingerprints).",
-        show=summary(df),
+    notes = (meta.get("notes") or "") + (
+        f" '{info['label']}': the tables {', '.join(info['tables'])} as two machines made them "
+        f"(commits {', '.join(info['commits'])}; same code and data fingerprints)."
     )
+    write_tolerance(df, meta, out, notes)
 
 
 def main() -> None:
@@ -226,7 +228,6 @@ def main() -> None:
         for row in compare(reference, tables_of(base / name.replace(" ", "_")), f"{name} vs reference")
     ]
     df = pd.DataFrame(rows)
-    show = summary(df)
     trained_at = sorted(
         {
             json.loads(p.read_text()).get("git_commit", "")
@@ -270,16 +271,7 @@ def main() -> None:
     )
     out = repo_root() / "reports" / "tables" if args.preset == "full" else base / "tables"
     out.mkdir(parents=True, exist_ok=True)
-    write_table(
-        "bench_tolerance",
-        df,
-        meta,
-        out,
-        title="How far the numbers move across thread counts and CPU kernels",
-        notes=notes,
-        show=show,
-    )
-    print(show.to_string(index=False))
+    print(write_tolerance(df, meta, out, notes).to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -128,7 +128,7 @@ def make_step(name: str):
     if name == "gemm-gru":
         a, w = torch.randn(128, 1024), torch.randn(3072, 1024)
         return lambda: torch.mm(a, w.t())
-    raise ValueError(f"unknown workload {name!r}; known: {list(WORKLOADS)}")
+    raise ValueError(f"unknown workload {name!r}; known: {[*WORKLOADS, *MEMORY_WORKLOADS]}")
 
 
 def table1_step(rows_in_cache: int | None = None):
@@ -146,12 +146,12 @@ def table1_step(rows_in_cache: int | None = None):
     cfg, _, _ = exp.load_setting("full", "paper", 1)
     data = exp._DATA["paper"]
     c = exp.model_config("order-embeddings", cfg)
-    n = rows_in_cache or data.n_nodes
-    model = build_concept_model(c.model, n, c.dim, c.seed, **c.model_kwargs)
+    size = rows_in_cache or data.n_nodes
+    model = build_concept_model(c.model, size, c.dim, c.seed, **c.model_kwargs)
     step = new_step(model, c, "cpu")
     rng = np.random.default_rng([c.seed, 0])
-    pos = data.epoch_positives(rng, c.train_fraction) % n
-    neg = data.train_negatives(rng, pos) % n
+    pos = data.epoch_positives(rng, c.train_fraction) % size
+    neg = data.train_negatives(rng, pos) % size
     batches = [
         (torch.as_tensor(pos[i : i + c.batch]), torch.as_tensor(neg[i : i + c.batch]))
         for i in range(0, 200 * c.batch, c.batch)
@@ -252,6 +252,11 @@ def training_minutes(runs: list[dict] | None = None, cores: int | None = None) -
     return out
 
 
+def rows_of(method: str, measures: list[tuple[str, float]]) -> list[dict]:
+    """The table's rows of one method: one per (metric, value)."""
+    return [dict(method=method, metric=metric, ours=value) for metric, value in measures]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -275,64 +280,52 @@ def main() -> None:
     sec = {w: float(np.median(v)) for w, v in got.items()}
     peak = flops[PEAK] / sec[PEAK] / 1e9  # GFLOP/s
     stream, gather = (moved[k] / sec[k] / 1e9 for k in (STREAM, GATHER))  # GB/s
-    rows = [
-        dict(method=PEAK, metric="GFLOP/s, one thread", ours=round(peak, 1)),
-        dict(method=STREAM, metric="GB/s, one thread", ours=round(stream, 2)),
-        dict(method=GATHER, metric="GB/s, one thread", ours=round(gather, 2)),
-        dict(method=GATHER, metric="share of the stream bandwidth (%)", ours=round(100 * gather / stream, 1)),
-    ]
+    rows = rows_of(PEAK, [("GFLOP/s, one thread", round(peak, 1))])
+    rows += rows_of(STREAM, [("GB/s, one thread", round(stream, 2))])
+    rows += rows_of(
+        GATHER,
+        [
+            ("GB/s, one thread", round(gather, 2)),
+            ("share of the stream bandwidth (%)", round(100 * gather / stream, 1)),
+        ],
+    )
     share = {}
     for w in names:
         if w in MEMORY_WORKLOADS:
             rate = moved[w] / sec[w] / 1e9
             share[w] = rate / stream
-            rows += [
-                dict(method=MEMORY_WORKLOADS[w], metric="MB moved per step, at least", ours=round(moved[w] / 1e6, 3)),
-                dict(method=MEMORY_WORKLOADS[w], metric="seconds per step, one thread", ours=round(sec[w], 5)),
-                dict(method=MEMORY_WORKLOADS[w], metric="GB/s, one thread", ours=round(rate, 2)),
-                dict(
-                    method=MEMORY_WORKLOADS[w],
-                    metric="share of the stream bandwidth (%)",
-                    ours=round(100 * share[w], 1),
-                ),
-                dict(
-                    method=MEMORY_WORKLOADS[w],
-                    metric="share of the row-gather bandwidth (%)",
-                    ours=round(100 * rate / gather, 1),
-                ),
-                dict(
-                    method=MEMORY_WORKLOADS[w],
-                    metric="microseconds per distinct row",
-                    ours=round(1e6 * sec[w] / steps[w].rows, 3),
-                ),
-            ]
+            rows += rows_of(
+                MEMORY_WORKLOADS[w],
+                [
+                    ("MB moved per step, at least", round(moved[w] / 1e6, 3)),
+                    ("seconds per step, one thread", round(sec[w], 5)),
+                    ("GB/s, one thread", round(rate, 2)),
+                    ("share of the stream bandwidth (%)", round(100 * share[w], 1)),
+                    ("share of the row-gather bandwidth (%)", round(100 * rate / gather, 1)),
+                    ("microseconds per distinct row", round(1e6 * sec[w] / steps[w].rows, 3)),
+                ],
+            )
             continue
         rate = flops[w] / sec[w] / 1e9
         share[w] = rate / peak
-        rows += [
-            dict(method=WORKLOADS[w], metric="GFLOP of matrix products per step", ours=round(flops[w] / 1e9, 3)),
-            dict(method=WORKLOADS[w], metric="seconds per step, one thread", ours=round(sec[w], 4)),
-            dict(method=WORKLOADS[w], metric="GFLOP/s, one thread", ours=round(rate, 1)),
-            dict(method=WORKLOADS[w], metric="share of the GEMM peak (%)", ours=round(100 * share[w], 1)),
-            dict(method=WORKLOADS[w], metric="largest speed-up at the GEMM peak", ours=round(1 / share[w], 2)),
-            dict(
-                method=WORKLOADS[w],
-                metric="share of its time in matrix products (%)",
-                ours=round(100 * in_products[w], 1),
-            ),
-            dict(
-                method=WORKLOADS[w],
-                metric="its matrix products' own rate, share of the GEMM peak (%)",
-                ours=round(100 * share[w] / in_products[w], 1),
-            ),
-        ]
+        rows += rows_of(
+            WORKLOADS[w],
+            [
+                ("GFLOP of matrix products per step", round(flops[w] / 1e9, 3)),
+                ("seconds per step, one thread", round(sec[w], 4)),
+                ("GFLOP/s, one thread", round(rate, 1)),
+                ("share of the GEMM peak (%)", round(100 * share[w], 1)),
+                ("largest speed-up at the GEMM peak", round(1 / share[w], 2)),
+                ("share of its time in matrix products (%)", round(100 * in_products[w], 1)),
+                (
+                    "its matrix products' own rate, share of the GEMM peak (%)",
+                    round(100 * share[w] / in_products[w], 1),
+                ),
+            ],
+        )
     if "item-cnn" in sec and "item-cnn-nchw" in sec:
-        rows.append(
-            dict(
-                method=WORKLOADS["item-cnn"],
-                metric="speed-up over NCHW, same run",
-                ours=round(sec["item-cnn-nchw"] / sec["item-cnn"], 2),
-            )
+        rows += rows_of(
+            WORKLOADS["item-cnn"], [("speed-up over NCHW, same run", round(sec["item-cnn-nchw"] / sec["item-cnn"], 2))]
         )
     runs = reproduce_runs()
     cores = os.cpu_count() or 1
@@ -342,32 +335,25 @@ def main() -> None:
         if nb in trained and w in share:
             minutes, recorded = trained[nb]
             floors[nb] = minutes * share[w]
-            rows += [
-                dict(
-                    method=nb,
-                    metric="training time of its models, summed over workers (min)"
-                    if recorded
-                    else f"its wall time x {cores} cores, an upper bound on its training (min)",
-                    ours=round(minutes, 1),
-                ),
-                dict(method=nb, metric="the same, every step at its floor (min)", ours=round(floors[nb], 1)),
-            ]
-    wall = sum(r["seconds"] for r in runs) / 60
+            training = (
+                "training time of its models, summed over workers (min)"
+                if recorded
+                else f"its wall time x {cores} cores, an upper bound on its training (min)"
+            )
+            rows += rows_of(
+                nb, [(training, round(minutes, 1)), ("the same, every step at its floor (min)", round(floors[nb], 1))]
+            )
     if floors:
-        rows += [
-            dict(method="total", metric="the same, every step at its floor (min)", ours=round(sum(floors.values()), 1)),
-            dict(method="total", metric="make reproduce wall time (min)", ours=round(wall, 1)),
-            dict(
-                method="total",
-                metric=f"floor of make reproduce on {cores} cores: the floors / {cores} (min)",
-                ours=round(sum(floors.values()) / cores, 1),
-            ),
-            dict(
-                method="total",
-                metric="make reproduce wall time / its floor",
-                ours=round(wall / (sum(floors.values()) / cores), 2),
-            ),
-        ]
+        floor, wall = sum(floors.values()), sum(r["seconds"] for r in runs) / 60
+        rows += rows_of(
+            "total",
+            [
+                ("the same, every step at its floor (min)", round(floor, 1)),
+                ("make reproduce wall time (min)", round(wall, 1)),
+                (f"floor of make reproduce on {cores} cores: the floors / {cores} (min)", round(floor / cores, 1)),
+                ("make reproduce wall time / its floor", round(wall / (floor / cores), 2)),
+            ],
+        )
     df = pd.DataFrame(rows).assign(paper=None)[["method", "metric", "paper", "ours"]]
     meta = {
         "preset": "full",
@@ -396,10 +382,11 @@ def main() -> None:
         "row is float32 and the shares are not bounds). Notebook rows: bench_reproduce's summed training "
         "minutes of that notebook's models (worker-minutes; timed at the commit it names) times the share of "
         "its dominant step (Table 1: bytes at the stream bandwidth; its reports do not record every model's "
-        "training time, so its wall time times the cores stands for it); two one-thread workers side by side run these steps within about 5% of twice one "
-        "alone (bench_lanes), so the workers' minutes ran at about the rate timed here. 'share of its time in "
-        "matrix products': self CPU time of mm, addmm, bmm and the convolutions under torch.profiler (3 steps); "
-        "the step's share of the peak is that share times the products' own rate. Floor of make reproduce: the "
+        "training time, so its wall time times the cores stands for it); two one-thread workers side by side "
+        "run these steps within about 5% of twice one alone (bench_lanes), so the workers' minutes ran at "
+        "about the rate timed here. 'share of its time in matrix products': self CPU time of mm, addmm, bmm "
+        "and the convolutions under torch.profiler (3 steps); the step's share of the peak is that share "
+        "times the products' own rate. Floor of make reproduce: the "
         "notebooks' floors shared over the machine's cores, evaluation, data preparation and the notebooks "
         "that only load models counted as free; the wall time is bench_reproduce's total, timed at the "
         "commit(s) its meta and this meta's reproduce_commits name."

@@ -18,6 +18,7 @@ writes, and to any report id in their scope (report_index.REPORTS), so its "What
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
@@ -178,8 +179,6 @@ def matches(cited: str, values: list[float]) -> bool:
 
 def page_cites(root: Path, path: Path, ids: list[str]) -> list[Cite]:
     """The numbers a page cites; a notebook's belong to the reports it writes and any it names."""
-    import json
-
     from orderlib.tools.report_index import REPORTS, notebook_markdown
 
     page = str(path.relative_to(root))
