@@ -145,3 +145,16 @@ def test_the_committed_reports_record_their_fingerprints():
     reports, _ = R.freshness_of()
     unrecorded = [rid for rid, why in reports.items() if why == ["its provenance records no fingerprints"]]
     assert set(unrecorded) <= {"bench_huge_pages"}, unrecorded  # run from a modified tree: nothing to recover
+
+
+def test_strict_fails_on_a_stale_report_but_not_on_one_only_a_gpu_reruns(tmp_path, monkeypatch, capsys):
+    reports = {"oe_table3_snli": ["notebooks/02_oe_table3_snli.ipynb"], "bench_reproduce_cuda": ["a.py"]}
+    monkeypatch.setattr(R, "freshness_of", lambda root=None: (reports, {}))
+    monkeypatch.setattr(R, "render", lambda root=None, fresh=None: "index\n")
+    monkeypatch.setattr(R, "reports_dir", lambda root=None: tmp_path)
+    (tmp_path / "README.md").write_text("index\n")
+    assert R.main(["--check", "--strict"]) == 1
+    reports.pop("oe_table3_snli")
+    assert R.main(["--check", "--strict"]) == 0
+    assert "bench_reproduce_cuda is stale; it reruns on a CUDA device" in capsys.readouterr().err
+    assert "only a machine with a device reruns" in R._freshness_section({"bench_reproduce_cuda": ["a.py"]}, {})

@@ -5,6 +5,7 @@ provenance (from the table's `.meta.json`).
     python -m orderlib.tools.report_index --check    # fail if it is out of date or a report is unlisted
     python -m orderlib.tools.report_index --stale    # the notebooks to rerun: stale reports or executed copies
     python -m orderlib.tools.report_index --strict   # with --check: also fail on a stale report or copy
+                                                     # (but for reports only a GPU reruns: NEEDS_DEVICE)
 
 A report on disk that `REPORTS` lacks, or an entry whose files are missing, is an error. Each report is
 current or stale against the code in this tree (orderlib.freshness), and so is each executed copy
@@ -21,6 +22,10 @@ from pathlib import Path
 from orderlib import freshness
 from orderlib.atomic import atomic_write_files
 from orderlib.paths import repo_root
+
+# Reports that only a machine with a device reruns: stale ones are listed apart, and `--strict`
+# does not fail on them, since CI and most machines here have no GPU (they still show as stale).
+NEEDS_DEVICE = {"bench_reproduce_cuda": "a CUDA device, by `make gpu-check`"}
 
 # id -> (paper, what it reproduces, notebook or benchmark, figures, data: "real" or "stand-in: ...")
 REPORTS = {
@@ -437,11 +442,18 @@ def _freshness_section(reports: dict[str, list[str]], copies: dict[str, str]) ->
         "notebooks of stale reports and stale executed copies, loading every model whose checkpoint key "
         "still matches; a stale benchmark or seed-spread report is rerun by its script.\n",
     ]
+    waiting = [rid for rid in stale if rid in NEEDS_DEVICE]
+    if waiting:
+        lines.append(
+            f"{len(waiting)} of the stale reports ({', '.join(f'`{r}`' for r in waiting)}) only a machine with "
+            "a device reruns; `--strict` does not fail on them.\n"
+        )
     if stale:
         lines.append("| id | stale: the code changed since its run in |\n|---|---|")
         for rid, why in stale.items():
             shown = ", ".join(f"`{w}`" if "/" in w and " " not in w else w for w in why[:6])
-            lines.append(f"| `{rid}` | {shown}{f' and {len(why) - 6} more' if len(why) > 6 else ''} |")
+            needs = f" (rerun on {NEEDS_DEVICE[rid]})" if rid in NEEDS_DEVICE else ""
+            lines.append(f"| `{rid}` | {shown}{f' and {len(why) - 6} more' if len(why) > 6 else ''}{needs} |")
         lines.append("")
     for state, what in (
         ("stale", "Executed copies whose code cells differ from their notebook's"),
@@ -585,8 +597,11 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists() or path.read_text() != text:
             print(f"{path} is out of date: run `make index`", file=sys.stderr)
             return 1
-        stale = sorted(rid for rid, why in reports.items() if why)
+        stale = sorted(rid for rid, why in reports.items() if why and rid not in NEEDS_DEVICE)
+        waiting = sorted(rid for rid, why in reports.items() if why and rid in NEEDS_DEVICE)
         copies_stale = sorted(nb for nb, state in copies.items() if state != "current")
+        for rid in waiting:
+            print(f"{rid} is stale; it reruns on {NEEDS_DEVICE[rid]}", file=sys.stderr)
         if stale or copies_stale:
             print(
                 f"{len(stale)} of {len(reports)} reports and {len(copies_stale)} of {len(copies)} executed notebooks "
