@@ -136,7 +136,7 @@ def test_the_index_shows_stale_reports_and_why(tmp_path):
     (tmp_path / "reports" / "tables" / "oe_table3_snli.meta.json").write_text(json.dumps(meta))
     text = R.render(tmp_path)
     assert "| 0000000 | not recorded | stale | 2026-11-23 |" in text
-    assert "0 of 1 reports are current" in text
+    assert "0 of 1 reports with provenance are current" in text
     assert "| `oe_table3_snli` | its provenance records no fingerprints |" in text
     assert R.stale_sources(tmp_path) == ["notebooks/02_oe_table3_snli.ipynb"]
 

@@ -346,9 +346,9 @@ def tolerance_line(rep: Path) -> str:
         + ", ".join(Path(n).name for n in meta.get("notebooks", []))
         + "'s numbers moved against the first run: "
         + "; ".join(parts)
-        + " ([bench_tolerance](tables/bench_tolerance.md)), on one CPU kind. Another CPU kind or bf16 "
-        "products move single-seed numbers by points, not tenths, and are not measured there: compare the "
-        "papers' claims across machines through the seed-spread reports' verdicts "
+        + " ([bench_tolerance](tables/bench_tolerance.md)), on one CPU kind. Across CPU kinds single-seed "
+        "numbers can move by points, not tenths, and a row of bench_tolerance measures that only where "
+        "it names two kinds: compare the papers' claims across machines through the seed-spread reports' verdicts "
         "([tolerance](../docs/glossary.md#tolerance)).\n\n"
     )
 
@@ -434,7 +434,8 @@ def _freshness_section(reports: dict[str, list[str]], copies: dict[str, str]) ->
     stale = {rid: why for rid, why in reports.items() if why}
     lines = [
         "## Freshness\n",
-        f"{len(reports) - len(stale)} of {len(reports)} reports are current against the code in this tree, and "
+        f"{len(reports) - len(stale)} of {len(reports)} reports with provenance are current against the code in "
+        "this tree (a figure-only report is as current as its notebook's executed copy), and "
         f"{sum(s == 'current' for s in copies.values())} of {len(copies)} executed notebooks match their "
         "notebook's code ([fresh and stale](../docs/glossary.md#fresh-and-stale)). A report is current when "
         "every file of code that produced it (its notebook or script, and each `orderlib/` file that imports "
