@@ -7,13 +7,14 @@ the same split, trainer and schedule, the row itself and the two nearest reading
 model used by Socher et al.": with the linear layer of their neural tensor network, V [e_u; e_v]
 (`linear=True`: a constant column on every row), and at their 100 dimensions, alone and combined.
 Each variant's lr is chosen on dev at seed 0 from `--lrs`, then its chosen lr trains every seed, on
-both paper-protocol splits (ours and the authors', as the table reports them; chosen per split).
+the paper-protocol splits (ours, the authors' and Athiwaratkun & Wilson's, as notebook 01 reports
+them; chosen per split).
 Same data and dev selection as the notebook (orderlib.experiments.oe_wordnet).
 Writes reports/tables/oe_table1_bilinear_variants.* (full preset; others under runs/<preset>/reports/);
 checkpoints under runs/<preset>/checkpoints/ (resumable).
 
     .venv/bin/python benchmarks/investigations/bilinear_variants.py [--lrs 0.003 0.001 0.0003] [--seeds 0 1 2]
-        [--settings paper "paper, authors' split"]
+        [--settings paper "paper, authors' split" "paper, Athiwaratkun & Wilson's split"]
 """
 
 from __future__ import annotations
