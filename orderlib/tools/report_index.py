@@ -319,6 +319,21 @@ def trained_at(meta: dict) -> str:
     return "this commit" if not other else "at " + ", ".join(other)
 
 
+def _largest_moves(t) -> list[str]:
+    """A table's largest move in points (percentages, counts) and, where it has any, in fractions
+    (hp@k, correlations: numbers within [-1, 1] in the reference run), each with its measure."""
+    fraction = t.groupby("measure")["reference"].transform(lambda r: r.abs().max() <= 1) if "reference" in t else False
+    out = []
+    for scale, part in (
+        ("", t[~fraction] if "reference" in t else t),
+        ("in fractions ", t[fraction] if "reference" in t else t[:0]),
+    ):
+        if len(part) and part.ours.max() > 0:
+            top = part.loc[part.ours.idxmax()]
+            out.append(f"{scale}by up to {top.ours:g} ({top.get('measure', top.metric)})")
+    return out or ["no move"]
+
+
 def tolerance_line(rep: Path) -> str:
     """One sentence on how far numbers move across thread counts and CPU kernels, read off the
     bench_tolerance report where there is one (benchmarks/seed_spread/tolerance.py)."""
@@ -329,26 +344,23 @@ def tolerance_line(rep: Path) -> str:
         return ""
     df = pd.read_csv(path)
     meta = json.loads(path.with_name("bench_tolerance.meta.json").read_text())
-    kind = (
-        (df["measure"] if "measure" in df else pd.Series("", index=df.index))
-        .astype(str)
-        .map(lambda m: m.split("@")[0] + "@k" if "@" in m else m)
-    )  # hit@1, hit@5 -> hit@k: one scale each
     parts = []
-    for variant, g in df.assign(kind=kind).groupby("method", sort=False):
-        moves = ", ".join(f"{k + ' ' if k else ''}up to {m.ours.max():g}" for k, m in g.groupby("kind", sort=False))
+    for variant, g in df.groupby("method", sort=False):
+        tables = []
+        for table, t in g.groupby("table", sort=False) if "table" in g else [("", g)]:
+            tables.append(f"{table + ' ' if table else ''}" + " and ".join(_largest_moves(t)))
         parts.append(
-            f"with {variant.replace(' vs reference', '')}, {moves} ({int((g.ours > 0).sum())} of {len(g)} "
-            "numbers moved)"
+            f"with {variant.replace(' vs reference', '')}, {int((g.ours > 0).sum())} of {len(g)} numbers moved: "
+            + ", ".join(tables)
         )
     return (
-        "**How far numbers move.** Rerun at the same commit and seed, "
-        + ", ".join(Path(n).name for n in meta.get("notebooks", []))
-        + "'s numbers moved against the first run: "
+        "**How far numbers move.** Rerun from scratch at the same commit and seed, notebooks "
+        + " and ".join(Path(n).name for n in meta.get("notebooks", []))
+        + " moved against the first run: "
         + "; ".join(parts)
-        + " ([bench_tolerance](tables/bench_tolerance.md)), on one CPU kind. Across CPU kinds single-seed "
-        "numbers can move by points, not tenths, and a row of bench_tolerance measures that only where "
-        "it names two kinds: compare the papers' claims across machines through the seed-spread reports' verdicts "
+        + " (every measure in [bench_tolerance](tables/bench_tolerance.md)), on one CPU kind. A second "
+        "CPU kind is measured only where a row of bench_tolerance names two kinds (`tolerance.py --across`): "
+        "compare the papers' claims across machines through the seed-spread reports' verdicts "
         "([tolerance](../docs/glossary.md#tolerance)).\n\n"
     )
 
