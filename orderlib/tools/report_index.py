@@ -322,12 +322,13 @@ def trained_at(meta: dict) -> str:
 def _largest_moves(t) -> list[str]:
     """A table's largest move in points (percentages, counts) and, where it has any, in fractions
     (hp@k, correlations: numbers within [-1, 1] in the reference run), each with its measure."""
-    fraction = t.groupby("measure")["reference"].transform(lambda r: r.abs().max() <= 1) if "reference" in t else False
+    import pandas as pd
+
+    fraction = pd.Series(False, index=t.index)
+    if {"measure", "reference"} <= set(t):
+        fraction = t.groupby("measure")["reference"].transform(lambda r: r.abs().max() <= 1)
     out = []
-    for scale, part in (
-        ("", t[~fraction] if "reference" in t else t),
-        ("in fractions ", t[fraction] if "reference" in t else t[:0]),
-    ):
+    for scale, part in (("", t[~fraction]), ("in fractions ", t[fraction])):
         if len(part) and part.ours.max() > 0:
             top = part.loc[part.ours.idxmax()]
             out.append(f"{scale}by up to {top.ours:g} ({top.get('measure', top.metric)})")
