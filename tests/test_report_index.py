@@ -63,12 +63,14 @@ def test_the_tolerance_line_is_read_off_the_bench_tolerance_report(tmp_path):
     )
     (tables / "bench_tolerance.meta.json").write_text(json.dumps({"notebooks": ["notebooks/06_x.ipynb"]}))
     line = R.tolerance_line(tmp_path / "reports")
-    assert "06_x.ipynb moved against the first run: with 1 thread, 2 of 3 numbers moved: by up to 1.25 (c)" in line
+    assert "Notebooks: 06_x.ipynb;" in line
+    assert "| `all` | 1.25 (c) |" in line and "| numbers moved | 2 of 3 |" in line
     (tables / "bench_tolerance.csv").write_text(  # hp@k is a fraction: its move is given apart from hit@k's
         "method,metric,paper,ours,measure,table,reference\n1 thread vs reference,a,,0.5,hit@1,t1,80\n"
         "1 thread vs reference,b,,0.004,hp@5,t1,0.7\n1 thread vs reference,c,,0.25,hit@5,t1,90\n"
         "1 thread vs reference,d,,0,top-1,t2,50\n"
     )
     line = R.tolerance_line(tmp_path / "reports")
-    assert "with 1 thread, 3 of 4 numbers moved: t1 by up to 0.5 (hit@1) and in fractions by up to 0.004 (hp@5)" in line
-    assert "t2 no move" in line
+    assert "| table | 1 thread |" in line and "| numbers moved | 3 of 4 |" in line
+    assert "| `t1` | 0.5 (hit@1); 0.004 (hp@5) |" in line
+    assert "| `t2` | no move |" in line

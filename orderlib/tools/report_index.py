@@ -319,7 +319,7 @@ def trained_at(meta: dict) -> str:
     return "this commit" if not other else "at " + ", ".join(other)
 
 
-def _largest_moves(t) -> list[str]:
+def _largest_moves(t) -> str:
     """A table's largest move in points (percentages, counts) and, where it has any, in fractions
     (hp@k, correlations: numbers within [-1, 1] in the reference run), each with its measure."""
     import pandas as pd
@@ -328,41 +328,44 @@ def _largest_moves(t) -> list[str]:
     if {"measure", "reference"} <= set(t):
         fraction = t.groupby("measure")["reference"].transform(lambda r: r.abs().max() <= 1)
     out = []
-    for scale, part in (("", t[~fraction]), ("in fractions ", t[fraction])):
+    for part in (t[~fraction], t[fraction]):
         if len(part) and part.ours.max() > 0:
             top = part.loc[part.ours.idxmax()]
-            out.append(f"{scale}by up to {top.ours:g} ({top.get('measure', top.metric)})")
-    return out or ["no move"]
+            out.append(f"{top.ours:g} ({top.get('measure', top.metric)})")
+    return "; ".join(out) or "no move"
 
 
 def tolerance_line(rep: Path) -> str:
-    """One sentence on how far numbers move across thread counts and CPU kernels, read off the
-    bench_tolerance report where there is one (benchmarks/seed_spread/tolerance.py)."""
+    """A short table of how far numbers move across thread counts and CPU kernels, one row per
+    report table and one column per variant, read off the bench_tolerance report where there is
+    one (benchmarks/seed_spread/tolerance.py)."""
     import pandas as pd
 
     path = rep / "tables" / "bench_tolerance.csv"
     if not path.exists():
         return ""
     df = pd.read_csv(path)
+    if "table" not in df:
+        df = df.assign(table="all")
     meta = json.loads(path.with_name("bench_tolerance.meta.json").read_text())
-    parts = []
-    for variant, g in df.groupby("method", sort=False):
-        tables = []
-        for table, t in g.groupby("table", sort=False) if "table" in g else [("", g)]:
-            tables.append(f"{table + ' ' if table else ''}" + " and ".join(_largest_moves(t)))
-        parts.append(
-            f"with {variant.replace(' vs reference', '')}, {int((g.ours > 0).sum())} of {len(g)} numbers moved: "
-            + ", ".join(tables)
-        )
+    variants = list(dict.fromkeys(df.method))
+    head = [v.replace(" vs reference", "") for v in variants]
+    rows = ["| table | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for table in dict.fromkeys(df.table):
+        cells = [_largest_moves(df[(df.table == table) & (df.method == v)]) for v in variants]
+        rows.append(f"| `{table}` | " + " | ".join(cells) + " |")
+    moved = [f"{int((df[df.method == v].ours > 0).sum())} of {int((df.method == v).sum())}" for v in variants]
+    rows.append("| numbers moved | " + " | ".join(moved) + " |")
     return (
-        "**How far numbers move.** Rerun from scratch at the same commit and seed, notebooks "
-        + " and ".join(Path(n).name for n in meta.get("notebooks", []))
-        + " moved against the first run: "
-        + "; ".join(parts)
-        + " (every measure in [bench_tolerance](tables/bench_tolerance.md)), on one CPU kind. A second "
-        "CPU kind is measured only where a row of bench_tolerance names two kinds (`tolerance.py --across`): "
-        "compare the papers' claims across machines through the seed-spread reports' verdicts "
-        "([tolerance](../docs/glossary.md#tolerance)).\n\n"
+        "**How far numbers move.** Each notebook below was rerun from scratch at the same commit and "
+        "seed, on one CPU kind, and compared with its first run: the largest move per table, in points "
+        "and, after the semicolon, in fractions (hp@k, correlations). Notebooks: "
+        + ", ".join(Path(n).name for n in meta.get("notebooks", []))
+        + "; every measure is in [bench_tolerance](tables/bench_tolerance.md).\n\n"
+        + "\n".join(rows)
+        + "\n\nA second CPU kind is measured only where a row of bench_tolerance names two kinds "
+        "(`tolerance.py --across`): compare the papers' claims across machines through the "
+        "seed-spread reports' verdicts ([tolerance](../docs/glossary.md#tolerance)).\n\n"
     )
 
 
