@@ -359,13 +359,14 @@ def tolerance_line(rep: Path) -> str:
     return (
         "**How far numbers move.** Each notebook below was rerun from scratch at the same commit and "
         "seed, on one CPU kind, and compared with its first run: the largest move per table, in points "
-        "and, after the semicolon, in fractions (hp@k, correlations). Notebooks: "
+        "and, after the semicolon, in fractions ([hp@k](../docs/glossary.md#hpk), correlations). Notebooks: "
         + ", ".join(Path(n).name for n in meta.get("notebooks", []))
         + "; every measure is in [bench_tolerance](tables/bench_tolerance.md).\n\n"
         + "\n".join(rows)
         + "\n\nA second CPU kind is measured only where a row of bench_tolerance names two kinds "
         "(`tolerance.py --across`): compare the papers' claims across machines through the "
-        "seed-spread reports' verdicts ([tolerance](../docs/glossary.md#tolerance)).\n\n"
+        "[seed-spread](../docs/glossary.md#seed-spread) reports' [verdicts](../docs/glossary.md#verdicts) "
+        "([tolerance](../docs/glossary.md#tolerance)).\n\n"
     )
 
 
