@@ -223,14 +223,14 @@ REPORTS = {
         "Table 4 (fact retrieval), Figures 4 and 7",
         "notebooks/09_sherlock_facts.ipynb",
         ["sherlock_fig4_fig7", "sherlock_examples"],
-        "stand-in: Fashion-MNIST Facts for 6DS / large scale",
+        "stand-in: Fashion-MNIST Facts for the large-scale set",
     ),
     "sherlock_seed_spread": (
         "Elhoseiny et al. (Sherlock)",
         "Table 4's SEM rows over seeds (measurement)",
         "benchmarks/seed_spread/sherlock_seed_spread.py",
         [],
-        "stand-in: Fashion-MNIST Facts for 6DS",
+        "stand-in: Fashion-MNIST Facts for the large-scale set",
     ),
     "sherlock_table4_seed_spread": (
         "Elhoseiny et al. (Sherlock)",
@@ -287,7 +287,7 @@ REPORTS = {
         "Table 5 (few-example SPO facts)",
         "notebooks/09_sherlock_facts.ipynb",
         [],
-        "stand-in: Fashion-MNIST Facts for 6DS",
+        "stand-in: Fashion-MNIST Facts for the large-scale set",
     ),
 }
 
