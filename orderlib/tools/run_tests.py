@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         step("lint (ruff check)", [py, "-m", "ruff", "check", "."], env),
         step("format (ruff format --check)", [py, "-m", "ruff", "format", "--check", "."], env),
         step("import layers (lint-imports)", [str(Path(py).parent / "lint-imports"), "--no-cache"], env),
-        step("report index", [py, "-m", "orderlib.tools.report_index", "--check"], env),
+        step("report index", [py, "-m", "orderlib.tools.report_index", "--check", "--strict"], env),
         step(
             "library tests",
             [
