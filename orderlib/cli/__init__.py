@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         check_id(args.id)
-        check_out(args.out)
+        check_out(args.out)  # absent or a folder, and writable (tried for real); nothing is left behind
+        if getattr(args, "checkpoints", None):  # train: a folder too, checked before any training
+            check_out(args.checkpoints)
         report = args.run(args)
         record = meta(report, args.id, f"orderlib {args.command}", argv, time.perf_counter() - t0)
         paths = write(report, args.out, args.id, record)

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,12 +45,65 @@ def check_id(report_id: str) -> str:
     return report_id
 
 
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def _missing_folders(out: Path) -> tuple[list[Path], Path]:
+    """(the folders of `out` that do not exist yet, outermost first; the nearest one that exists)."""
+    missing, p = [], out
+    while not os.path.exists(p) and p != p.parent:
+        if os.path.lexists(p):
+            raise InputError(out, f"cannot be made: {p} is a broken symbolic link")
+        missing.append(p)
+        p = p.parent
+    if not os.path.isdir(p):
+        raise InputError(
+            out, f"cannot be made: {p} is a file, not a folder" if p != out else "exists and is not a folder"
+        )
+    return missing[::-1], p
+
+
 def check_out(out) -> Path:
-    """The output folder: absent (made when writing) or a folder."""
+    """The output folder: absent (made when writing) or a folder, and writable, which is tried for
+    real (os.access says yes to root even on /proc): a temp file in it, or a temp folder in its
+    nearest existing parent, made and removed at once. Nothing is left behind."""
     p = Path(out)
-    if p.exists() and not p.is_dir():
-        raise InputError(out, "exists and is not a folder")
+    missing, existing = _missing_folders(p)
+    try:
+        if missing:
+            os.rmdir(tempfile.mkdtemp(prefix=".orderlib-probe-", dir=existing))
+        else:
+            fd, tmp = tempfile.mkstemp(prefix=".orderlib-probe-", dir=existing)
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as exc:
+        what = f"cannot be made in {existing}" if missing else "is not writable"
+        raise InputError(out, f"{what} ({_why(exc)}); choose a writable folder") from None
     return p
+
+
+def _make_folders(out: Path) -> list[Path]:
+    """Make `out` and its missing parents; return those made (outermost first)."""
+    missing, _ = _missing_folders(out)
+    made = []
+    try:
+        for p in missing:
+            p.mkdir()
+            made.append(p)
+    except OSError as exc:
+        _remove_folders(made)
+        raise InputError(out, f"cannot be made ({_why(exc)}); choose a writable folder") from None
+    return made
+
+
+def _remove_folders(made: list[Path]) -> None:
+    """Remove the folders `_make_folders` made, innermost first, where still empty."""
+    for p in reversed(made):
+        try:
+            p.rmdir()
+        except OSError:
+            return
 
 
 def source_commit() -> str | None:
@@ -95,5 +150,16 @@ def write(report: Report, out, report_id: str, meta_record: dict) -> list[Path]:
         out / f"{report_id}.meta.json": (json.dumps(meta_record, indent=2, default=str) + "\n").encode(),
         **{out / f"{report_id}{suffix}": data for suffix, data in report.extra.items()},
     }
-    atomic_write_files(files)
+    for path in files:
+        if os.path.lexists(path) and not path.is_file():
+            raise InputError(path, "exists and is not a file, so the report cannot replace it")
+    made = _make_folders(out)
+    try:
+        atomic_write_files(files)  # every temp file first, then the renames; a failure removes the temps
+    except OSError as exc:
+        _remove_folders(made)
+        raise InputError(out, f"cannot write the report here ({_why(exc)})") from None
+    except BaseException:
+        _remove_folders(made)
+        raise
     return list(files)
