@@ -49,7 +49,7 @@ BACKWARD_CONFIGS = [
 if triton is not None:
 
     @triton.jit
-    def _forward_kernel(
+    def forward_kernel(
         x_ptr,
         y_ptr,
         e_ptr,
@@ -80,7 +80,7 @@ if triton is not None:
         tl.store(e_ptr + rn[:, None] * sen + rm[None, :] * sem, acc, mask=mask)
 
     @triton.jit
-    def _weighted_max_kernel(
+    def weighted_max_kernel(
         q_ptr,
         p_ptr,
         w_ptr,
@@ -165,8 +165,8 @@ def _tuned(kernel, configs: list[tuple[int, int, int, int, int]], names: tuple[s
 
 
 if triton is not None:
-    _forward, _FORWARD_FIXED = _tuned(_forward_kernel, FORWARD_CONFIGS, ("BN", "BM"), ["d"])
-    _backward, _BACKWARD_FIXED = _tuned(_weighted_max_kernel, BACKWARD_CONFIGS, ("BA", "BK"), ["d", "FLIP"])
+    _forward, _FORWARD_FIXED = _tuned(forward_kernel, FORWARD_CONFIGS, ("BN", "BM"), ["d"])
+    _backward, _BACKWARD_FIXED = _tuned(weighted_max_kernel, BACKWARD_CONFIGS, ("BA", "BK"), ["d", "FLIP"])
 
 
 def tuned() -> dict[str, str]:
@@ -314,6 +314,16 @@ def _capture(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
     return graph, static_in, static_out
 
 
+def _graph_key(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple:
+    return (tuple(g.shape), tuple(x.shape), tuple(y.shape), g.dtype, x.dtype, y.dtype, x.device)
+
+
+def captured(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> bool:
+    """True once `graphed_backward` replays the backward of (g, x, y)'s shapes, dtypes and device
+    from a captured CUDA graph (False before GRAPH_AFTER eager calls, and where a capture failed)."""
+    return _graphs.get(_graph_key(g, x, y)) is not None
+
+
 def graphed_backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """`backward(g, x, y)`, replayed from a CUDA graph once a shape has run GRAPH_AFTER times eagerly:
     one replay instead of about ten launches, so the GPU no longer waits on the CPU between them.
@@ -321,7 +331,7 @@ def graphed_backward(g: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple
     graphs off, while a stream is already capturing, or where a capture failed for that shape."""
     if not (x.is_cuda and _use_graphs[0]) or torch.cuda.is_current_stream_capturing():
         return backward(g, x, y)
-    key = (tuple(g.shape), tuple(x.shape), tuple(y.shape), g.dtype, x.dtype, y.dtype, x.device)
+    key = _graph_key(g, x, y)
     if key not in _graphs:
         _calls[key] = _calls.get(key, 0) + 1
         if _calls[key] <= GRAPH_AFTER or len(_graphs) >= MAX_GRAPHS:

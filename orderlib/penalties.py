@@ -7,6 +7,8 @@ and return the (N, M) all-pairs matrix in bounded memory.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -220,3 +222,56 @@ def cone_violation(x: torch.Tensor, y: torch.Tensor, K: float = 0.1) -> torch.Te
     """Return E(x, y) = max(0, Xi(y, x) - psi(y)): zero iff x lies in the entailment cone of the
     general y (Ganea et al., ICML 2018, the energy of their max-margin loss)."""
     return torch.clamp(cone_angle(y, x) - cone_aperture(y, K), min=0)
+
+
+def _order_reversed(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return order_violation(y, x)
+
+
+def _order_reversed_matrix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return order_violation_matrix(y, x).T  # y above x: E(y, x), as an (N, M) matrix
+
+
+def _poincare_isa_table1(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return poincare_isa_energy(x, y, alpha=1.0)  # Table 1's Poincaré row scores its test pairs at alpha 1
+
+
+@dataclass(frozen=True)
+class Energy:
+    """A named energy, low = "the pair holds", the specific side first: its aligned form `pairs`,
+    its all-pairs form `matrix` (bounded memory) where one exists, whether models keep embeddings
+    in the positive orthant (`nonnegative`), and its code and parameters in the compiled table-model
+    step (csrc/concept_step.cpp) where it has one. Energies of boxes and densities take their
+    models' parameters (corners, means and variances), not plain vectors."""
+
+    pairs: Callable[..., torch.Tensor]
+    matrix: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    nonnegative: bool = False
+    kernel: int | None = None
+    kernel_params: tuple[str, ...] = ()
+
+
+# The one name -> energy registry: retrieval (`orderlib.eval.retrieval`, `orderlib.encoders.joint`),
+# hypernymy (`orderlib.eval.hypernymy`, the command) and the compiled step (`orderlib.concepts`).
+ENERGIES: dict[str, Energy] = {
+    "order": Energy(order_violation, order_violation_matrix, nonnegative=True, kernel=0),  # Eq. (2) of Vendrov et al.
+    "order-reversed": Energy(_order_reversed, _order_reversed_matrix, nonnegative=True),  # images above captions
+    "cosine": Energy(cosine_distance, cosine_distance_matrix, kernel=1, kernel_params=("eps",)),
+    "density-order": Energy(density_order_violation, kernel=2, kernel_params=("gamma", "normalize")),
+    "box": Energy(box_energy, kernel=3, kernel_params=("temperature",)),
+    "gumbel-box": Energy(gumbel_box_energy, kernel=4, kernel_params=("beta", "temperature")),
+    "bilinear": Energy(bilinear_score, kernel=5),  # a score: the model's energy is minus it, less a bias
+    "poincare-distance": Energy(poincare_distance, kernel=6),  # what Nickel & Kiela's loss trains on
+    "poincare": Energy(_poincare_isa_table1),  # the is-a energy Table 1's Poincaré row is scored by
+    "cone": Energy(cone_violation, kernel=7, kernel_params=("K",)),
+}
+
+
+MATRIX_ENERGIES = tuple(name for name, e in ENERGIES.items() if e.matrix is not None)  # retrieval's penalties
+
+
+def energy(name: str) -> Energy:
+    """The registered energy `name` (ENERGIES); an unknown name is a ValueError listing the known ones."""
+    if name not in ENERGIES:
+        raise ValueError(f"unknown energy {name!r}; known: {', '.join(ENERGIES)}")
+    return ENERGIES[name]

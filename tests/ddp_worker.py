@@ -13,21 +13,25 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-from test_train_entailment import _toy as toy_pairs
-from test_train_retrieval import _toy_split
+from toys import toy_pairs, toy_split
 
 from orderlib import distributed as ddp
 from orderlib.encoders.entailment import entailment_loss
 from orderlib.losses import in_batch_loss
-from orderlib.training.entailment import EntailmentConfig, _build, shard_loss, train_entailment_model
-from orderlib.training.entailment import evaluate as evaluate_entailment
+from orderlib.training.entailment import (
+    EntailmentConfig,
+    entailment_accuracy,
+    seeded_model,
+    shard_loss,
+    train_entailment_model,
+)
 from orderlib.training.entailment import prepare as prepare_entailment
 from orderlib.training.retrieval import (
     Encoders,
     RetrievalConfig,
     build_model,
-    evaluate,
     prepare,
+    retrieval_metrics_of_model,
     sharded_penalties,
     train_retrieval_model,
 )
@@ -40,7 +44,7 @@ BATCHES = (8, 5, 1)  # global batch sizes of the gradient checks: even, uneven, 
 
 
 def retrieval_data():
-    return prepare({"train": _toy_split(21, 0), "dev": _toy_split(40, 1), "test": _toy_split(40, 2)})
+    return prepare({"train": toy_split(21, 0), "dev": toy_split(40, 1), "test": toy_split(40, 2)})
 
 
 def entailment_data():
@@ -119,10 +123,10 @@ def retrieval_gradients(data, loss: str, n: int) -> dict[str, float]:
 def entailment_gradients(data, n: int) -> dict[str, float]:
     """One global batch of n pairs: relative loss and gradient differences from one process."""
     idx, device = np.arange(n), torch.device("cpu")
-    ref = _build(ENTAILMENT, len(data.vocab), device)
+    ref = seeded_model(ENTAILMENT, len(data.vocab), device)
     ref_loss = entailment_loss(ref, ref(*data.train.batch(idx, device)), data.train.positive[idx], ENTAILMENT.margin)
     ref_loss.backward()
-    model = _build(ENTAILMENT, len(data.vocab), device)
+    model = seeded_model(ENTAILMENT, len(data.vocab), device)
     replica = ddp.wrap(model)  # held through backward: its gradient hooks die with it
     share = shard_loss(model, replica, data.train, idx, ENTAILMENT, device)
     share.backward()
@@ -151,13 +155,13 @@ def main(out: Path) -> None:
             "history": r.history,
             "best_epoch": r.best_epoch,
             "state": r.model.state_dict(),
-            "test": evaluate(r.model, rdata.test),
+            "test": retrieval_metrics_of_model(r.model, rdata.test),
         }
         found["entailment"] = {
             "history": e.history,
             "best_epoch": e.best_epoch,
             "state": e.model.state_dict(),
-            "test": evaluate_entailment(e.model, edata, device),
+            "test": entailment_accuracy(e.model, edata, device),
         }
         torch.save(found, out / f"rank{ddp.rank()}.pt")
 

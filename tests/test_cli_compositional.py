@@ -12,6 +12,7 @@ import torch
 
 from orderlib import cli
 from orderlib.experiments import utama
+from orderlib.experiments.utama_tables import utama_table1
 
 
 def run(tmp_path: Path, scores, labels, seen, *extra, out="out") -> pd.DataFrame:
@@ -138,7 +139,7 @@ def test_parity_with_utama_table1(tmp_path):
         features={"train": idx(0, 0), "val": idx(n_test, n_test + n_val), "test": idx(0, n_test)},
         labels={"train": np.zeros((0, 2), np.int64), "val": val_y, "test": test_y},
     )
-    expected = utama.table1({"m": {"model": LookupModel(matrix, every)}}, task)
+    expected = utama_table1({"m": {"model": LookupModel(matrix, every)}}, task)
     cols = [col[tuple(p)] for p in test_pairs.tolist()]
     labels = [test_pairs.tolist().index(list(y)) for y in test_y]
     df = run(tmp_path, matrix[:n_test][:, cols], labels, range(6), "--kind", "similarity", "--method", "m")

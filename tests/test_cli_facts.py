@@ -1,5 +1,5 @@
 """`orderlib eval facts`: hand-worked K@k and AP, sklearn's AP, the library's `implied` functions,
-Sherlock's own Table 4 rows (sherlock.retrieval_rows on a FactTask-like input), and bad input."""
+Sherlock's own Table 4 rows (eval.facts.retrieval_rows on a FactTask-like input), and bad input."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from sklearn.metrics import average_precision_score
 
 from orderlib import cli
 from orderlib.data.facts import Fact, implies
-from orderlib.eval.facts import fact_scores, implied_topk, implied_truth
-from orderlib.experiments import sherlock
+from orderlib.eval.facts import fact_scores, implied_topk, implied_truth, retrieval_rows
 
 FACTS = "1\ta\t*\t*\n2\ta\tred\t*\n1\tb\t*\t*\n3\ta\tleft of\tb\n"
 FACT_LIST = [Fact("a"), Fact("a", "red"), Fact("b"), Fact("a", "left of", "b")]
@@ -88,7 +87,7 @@ def test_against_sklearn_and_the_implied_functions(tmp_path):
 
 
 def test_parity_with_sherlock_table4_rows(tmp_path):
-    """sherlock.retrieval_rows (notebook 09's Table 4 rows) on a FactTask-like input and the
+    """eval.facts.retrieval_rows (notebook 09's Table 4 rows) on a FactTask-like input and the
     command on the same matrix: every row, both protocols, every scope and candidate set."""
     rng = np.random.default_rng(1)
     facts = [Fact(s) for s in "abc"] + [Fact(s, p) for s in "abc" for p in ("red", "big")]
@@ -100,8 +99,8 @@ def test_parity_with_sherlock_table4_rows(tmp_path):
         facts=facts, orders=torch.tensor([f.order for f in facts]), test=SimpleNamespace(fact=labels)
     )
     text = "".join(f"{f.order}\t{f.s}\t{f.p or '*'}\t{f.o or '*'}\n" for f in facts)
-    for kind, method, matrix in (("distance", "SEM-A", dist), ("similarity", "ESZSL", -dist)):
-        expected = pd.DataFrame(sherlock.retrieval_rows(method, torch.as_tensor(dist), task, paper={}))
+    for kind, scoring, matrix in (("distance", "euc", dist), ("similarity", "dot", -dist)):
+        expected = pd.DataFrame(retrieval_rows("m", torch.as_tensor(dist), task, paper={}, scoring=scoring))
         df = run(tmp_path, matrix, labels, kind=kind, facts=text, out=kind)
         assert len(df) == len(expected) == 2 * 4 * 8
         keys = ["protocol", "scope", "candidates", "metric"]

@@ -13,7 +13,8 @@ import torch
 from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
 
 from orderlib import cli
-from orderlib.cli.hypernymy import read_edges, split_data, table1, train_table1_row
+from orderlib.cli.hypernymy import read_edges, split_data, train_table1_row
+from orderlib.concepts.rows import row_config, train_row
 from orderlib.penalties import order_violation
 
 EXAMPLES = Path(__file__).resolve().parent / "data" / "cli"
@@ -92,9 +93,8 @@ def test_eval_parity_with_the_table1_trainer(tmp_path):
     names, parents = read_edges(EXAMPLES / "hypernymy_edges.tsv")
     args = type("A", (), dict(protocol="clean", n_test=12, n_dev=12, split_seed=0, edges="e"))()
     data, _ = split_data(args, parents)
-    t1 = table1()
-    cfg = {**t1.PRESETS["full"], "dim": 10, "batch": 25}
-    result = t1.train_row(data, t1.model_config("order-embeddings", cfg, 0, epochs=8, lr=0.1), "cpu", None, False)
+    config = row_config("order-embeddings", 0, dim=10, batch=25, epochs=8, lr=0.1)
+    result = train_row(data, config, "cpu", None, False)
     np.savez(tmp_path / "emb.npz", names=np.asarray(names), embeddings=result.model.emb.weight.detach().numpy())
     dev = write_pairs(tmp_path / "dev.tsv", names, data.dev, data.dev_labels)
     test = write_pairs(tmp_path / "test.tsv", names, data.test, data.test_labels)

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from orderlib import cli
-from orderlib.encoders.joint import PENALTIES
 from orderlib.eval.retrieval import TIES, evaluate_retrieval
 from orderlib.experiments import oe_retrieval
+from orderlib.penalties import ENERGIES
 
 RULES = ["ours", "ties against", "ties for", "ties by index"]
 
@@ -86,7 +86,7 @@ def test_embeddings_against_numpy_ranks(tmp_path, score):
     np.save(tmp_path / "i.npy", ims.numpy())
     np.save(tmp_path / "c.npy", caps.numpy())
     df = run(tmp_path, "--images", tmp_path / "i.npy", "--captions", tmp_path / "c.npy", "--score", score)
-    expected = numpy_recalls(PENALTIES[score][0](ims, caps).numpy())
+    expected = numpy_recalls(ENERGIES[score].matrix(ims, caps).numpy())
     for (direction, metric), v in expected.items():
         assert value(df, metric, direction, col="ties by index") == pytest.approx(v, abs=0.006), (direction, metric)
 
@@ -99,7 +99,7 @@ def test_parity_with_table2_functions(tmp_path):
     np.save(tmp_path / "c.npy", caps.numpy())
     argv = ["--protocol", "1k", "5k", "--fold-size", 2]
     df = run(tmp_path, "--images", tmp_path / "i.npy", "--captions", tmp_path / "c.npy", "--score", "order", *argv)
-    penalty = PENALTIES["order"][0]  # what JointEmbedding("order").penalty_matrix computes
+    penalty = ENERGIES["order"].matrix  # what JointEmbedding("order").penalty_matrix computes
     for size, folds in (("1k", 5), ("5k", 1)):
         rows = oe_retrieval.long_rows("m", size, evaluate_retrieval(ims, caps, penalty, 5, folds, ties=TIES))
         fold = "mean" if size == "1k" else "all"

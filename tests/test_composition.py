@@ -10,10 +10,11 @@ from orderlib.eval.compositional import (
     accuracy_at_bias,
     context_dependence,
     generalised_sweep,
+    predict_scores,
     sampled_sweep,
     topk_accuracy,
 )
-from orderlib.training.composition import CompositionConfig, _batches, predict_scores, train_recogniser
+from orderlib.training.composition import CompositionConfig, epoch_batches, train_recogniser
 
 N_A, N_O, D = 6, 5, 8
 
@@ -136,9 +137,9 @@ def test_context_dependence_bounds():
 
 def test_distinct_pair_batches():
     labels = np.array([(a, o) for a in range(4) for o in range(3) for _ in range(5)])
-    for b in _batches(labels, 8, True, np.random.default_rng(0)):
+    for b in epoch_batches(labels, 8, True, np.random.default_rng(0)):
         assert len({tuple(x) for x in labels[b].tolist()}) == len(b) == 8
-    plain = np.concatenate(_batches(labels, 8, False, np.random.default_rng(0)))
+    plain = np.concatenate(epoch_batches(labels, 8, False, np.random.default_rng(0)))
     assert sorted(plain.tolist()) == list(range(len(labels)))
 
 

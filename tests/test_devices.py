@@ -58,11 +58,11 @@ def test_every_triton_tile_config_matches_reference():
     rx, ry = torch.autograd.grad(r, (xr, yr), w)
     xc, yc, wc = x.cuda(), y.cuda(), w.cuda()
     for c in K.FORWARD_CONFIGS:
-        e = K.forward(xc, yc, K._forward_kernel, **K.meta(c, ("BN", "BM")))
+        e = K.forward(xc, yc, K.forward_kernel, **K.meta(c, ("BN", "BM")))
         assert torch.allclose(e.cpu(), r.detach(), rtol=1e-5, atol=1e-4), c
     for c in K.BACKWARD_CONFIGS:
         for split in (1, 3):  # the walk over b whole, and cut in three parts summed afterwards
-            gx, gy = K.backward(wc, xc, yc, K._weighted_max_kernel, split=split, **K.meta(c, ("BA", "BK")))
+            gx, gy = K.backward(wc, xc, yc, K.weighted_max_kernel, split=split, **K.meta(c, ("BA", "BK")))
             assert torch.allclose(gx.cpu(), rx, rtol=1e-5, atol=1e-4), (c, split)
             assert torch.allclose(gy.cpu(), ry, rtol=1e-5, atol=1e-4), (c, split)
     e = P.order_violation_matrix(xc, yc, backend="fused")
@@ -105,16 +105,7 @@ def test_triton_backward_replayed_from_cuda_graph_equals_eager():
             w = torch.ones(1, 1, device="cuda").expand(shape[0], shape[1])  # what e.sum().backward() passes
         got.append(K.graphed_backward(w, x, y))
         want.append(K.backward(w, x, y))
-    key = (
-        (shape[0], shape[1]),
-        (shape[0], shape[2]),
-        (shape[1], shape[2]),
-        torch.float32,
-        torch.float32,
-        torch.float32,
-        x.device,
-    )
-    assert K._graphs.get(key) is not None, K.status()
+    assert K.captured(w, x, y), K.status()
     for (gx, gy), (rx, ry) in zip(got, want):
         assert torch.equal(gx, rx) and torch.equal(gy, ry)
     assert not torch.equal(got[-1][0], got[-2][0])  # earlier results were not overwritten by later replays

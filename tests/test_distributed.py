@@ -16,9 +16,8 @@ import torch
 from orderlib import distributed as ddp
 from orderlib.checkpoint import load_checkpoint
 from orderlib.training import fit
-from orderlib.training.entailment import evaluate as evaluate_entailment
-from orderlib.training.entailment import train_entailment_model
-from orderlib.training.retrieval import evaluate, train_retrieval_model
+from orderlib.training.entailment import entailment_accuracy, train_entailment_model
+from orderlib.training.retrieval import retrieval_metrics_of_model, train_retrieval_model
 
 # Tolerances, two processes against one (float32 on CPU; they differ by float rounding only: the
 # order of the sums over shards and ranks). Seen on this machine in parentheses.
@@ -129,8 +128,8 @@ def test_two_processes_train_the_one_process_models(two_processes, one_thread):
         "entailment": train_entailment_model(edata, worker.ENTAILMENT, progress=False),
     }
     tests = {
-        "retrieval": evaluate(one["retrieval"].model, rdata.test),
-        "entailment": evaluate_entailment(one["entailment"].model, edata, "cpu"),
+        "retrieval": retrieval_metrics_of_model(one["retrieval"].model, rdata.test),
+        "entailment": entailment_accuracy(one["entailment"].model, edata, "cpu"),
     }
     for name, r in one.items():
         two = first[name]

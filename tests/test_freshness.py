@@ -157,4 +157,4 @@ def test_strict_fails_on_a_stale_report_but_not_on_one_only_a_gpu_reruns(tmp_pat
     reports.pop("oe_table3_snli")
     assert R.main(["--check", "--strict"]) == 0
     assert "bench_reproduce_cuda is stale; it reruns on a CUDA device" in capsys.readouterr().err
-    assert "only a machine with a device reruns" in R._freshness_section({"bench_reproduce_cuda": ["a.py"]}, {})
+    assert "only a machine with a device reruns" in R.freshness_section({"bench_reproduce_cuda": ["a.py"]}, {})

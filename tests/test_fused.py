@@ -258,7 +258,12 @@ def test_fused_disabled_by_environment(monkeypatch):
 def test_chunk_budget_setting(monkeypatch):
     monkeypatch.setenv("ORDERLIB_CHUNK_BYTES", str(3 * 10 * 4))  # 3 rows of (M=10, D=1) float32
     assert P.chunk_bytes() == 120
-    assert P._auto_chunk(10, 1, 4) == 3
+    x, y = _pair(7, 10, 1, torch.float32)
+    ref = P.order_violation_matrix_reference(x, y, chunk=7)
+    rows, violation = [], P.order_violation
+    monkeypatch.setattr(P, "order_violation", lambda a, b: rows.append(a.shape[0]) or violation(a, b))
+    assert torch.equal(P.order_violation_matrix_reference(x, y), ref)
+    assert rows == [3, 3, 1]  # the budget's chunk: 3 rows of x at a time
     monkeypatch.delenv("ORDERLIB_CHUNK_BYTES")
     assert 2**20 <= P.chunk_bytes() <= P.MAX_CHUNK_BYTES
 

@@ -27,15 +27,16 @@ import orderlib.training.composition as composition
 import orderlib.training.devise as devise_training
 import orderlib.training.item_cnn as cnn_module
 from orderlib.checkpoint import fingerprint
+from orderlib.data.attribute_tasks import pair_index
 from orderlib.data.fashion_mnist import FashionMNIST
 from orderlib.data.wordnet import NounGraph
 from orderlib.encoders.cnn import ItemCNN, item_features
-from orderlib.eval import attribute_tables
-from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep
+from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep, predict_scores
 from orderlib.eval.hierarchy import hit_at_k
 from orderlib.experiments import devise as dexp
 from orderlib.experiments import utama as uexp
-from orderlib.training.composition import CompositionConfig, predict_scores, train_recogniser
+from orderlib.experiments import utama_tables as attribute_tables
+from orderlib.training.composition import CompositionConfig, train_recogniser
 from orderlib.training.devise import DeViSEConfig, embed_images, rank_labels, train_devise
 
 
@@ -155,7 +156,7 @@ def test_devise_experiment_never_lets_test_choose(toy_items, tmp_path, monkeypat
                 for m in trained["models"]
             },
             "test": (
-                dexp.evaluate(trained, spaces, test.images[seen], test.labels[seen], cand, (1, 2), (2,)),
+                dexp.candidate_set_metrics(trained, spaces, test.images[seen], test.labels[seen], cand, (1, 2), (2,)),
                 dexp.zero_shot_table(trained, spaces, test.images[~seen], test.labels[~seen], sets).ours.tolist(),
             ),
         }
@@ -198,7 +199,7 @@ def test_devise_pair_labels_never_let_test_choose(tmp_path, monkeypatch):
             "fits": fits[start:],
             "weights": {row: _weights(m) for row, m in models.items()},
             "held": held,
-            "test": dp.evaluate(models, cnn, vectors, data, pairs),
+            "test": dp.pair_label_metrics(models, cnn, vectors, data, pairs),
         }
 
     def relabel(data):
@@ -308,7 +309,13 @@ def test_devise_checkpoint_key_covers_every_split_the_label_vectors_the_cnn_and_
 U_ATTRS, U_OBJS = ["big", "old", "red", "wet"], ["car", "house", "tree"]
 _ALL = np.array([(a, o) for a in range(4) for o in range(3)])
 U_PAIRS = {"seen": _ALL[::2], "val_unseen": _ALL[1::4], "test_unseen": _ALL[3::4]}
-FAST_ROWS = ("visual product", "label embedding (LE)", "CRF (Eq. 7)", uexp.MAIN, "VSE++, RNN (LSTM) + finetune")
+FAST_ROWS = (
+    "visual product",
+    "label embedding (LE)",
+    "CRF (Eq. 7)",
+    attribute_tables.MAIN,
+    "VSE++, RNN (LSTM) + finetune",
+)
 
 
 def _pair_images(pairs: np.ndarray, per_pair: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -379,9 +386,9 @@ def test_utama_epochs_and_the_val_chosen_bias_never_see_test(tmp_path, monkeypat
     def run(task: uexp.Task) -> dict:
         start, b0 = len(fits), len(biases)
         trained = uexp.train_rows(cfg, task, words, tmp_path / f"run{next(runs)}", cnn, progress=False, rows=FAST_ROWS)
-        df = uexp.table1(trained, task)
+        df = attribute_tables.utama_table1(trained, task)
         val_pairs, val_unseen = task.candidates("val")
-        val_target = uexp._pair_index(task.labels["val"], val_pairs)
+        val_target = pair_index(task.labels["val"], val_pairs)
         val = {}
         for row, t in trained.items():
             s = generalised_sweep(
@@ -423,10 +430,10 @@ def test_table1_reports_test_accuracy_at_the_bias_of_best_validation_hm(tmp_path
         progress=False,
         rows=("visual product",),
     )
-    ours = uexp.table1(trained, task).set_index(["method", "metric"]).ours
+    ours = attribute_tables.utama_table1(trained, task).set_index(["method", "metric"]).ours
     model = trained["visual product"]["model"]
     score = lambda split: predict_scores(model, task.features[split], task.candidates(split)[0])
-    target = lambda split: uexp._pair_index(task.labels[split], task.candidates(split)[0])
+    target = lambda split: pair_index(task.labels[split], task.candidates(split)[0])
     val_bias = generalised_sweep(score("val"), target("val"), task.candidates("val")[1])["bias"]
     test_pairs, test_unseen = task.candidates("test")
     want = accuracy_at_bias(score("test"), target("test"), test_unseen, val_bias)
@@ -442,7 +449,7 @@ def test_table1_reports_test_accuracy_at_the_bias_of_best_validation_hm(tmp_path
 def test_recogniser_checkpoint_key_covers_features_labels_words_seen_pairs_and_config(tmp_path):
     task = _utama_task()
     val_pairs, val_unseen = task.candidates("val")
-    val_target = uexp._pair_index(task.labels["val"], val_pairs)
+    val_target = pair_index(task.labels["val"], val_pairs)
 
     def evaluate(model):
         return {

@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 import torch
 from guards import assert_key_covers, assert_test_blind
-from test_train_entailment import _toy as _toy_pairs
-from test_train_retrieval import _toy_split
+from toys import toy_pairs, toy_split
 
 from orderlib.checkpoint import fingerprint
 from orderlib.encoders.sentence import Vocab
@@ -65,7 +64,7 @@ def _rolled(t: torch.Tensor) -> torch.Tensor:
 
 
 def _retrieval_data():
-    return R.prepare({"train": _toy_split(200, 0), "dev": _toy_split(60, 1), "test": _toy_split(60, 2)})
+    return R.prepare({"train": toy_split(200, 0), "dev": toy_split(60, 1), "test": toy_split(60, 2)})
 
 
 def test_table2_early_stopping_never_reads_test():
@@ -75,7 +74,7 @@ def test_table2_early_stopping_never_reads_test():
 
     def train(data):
         r = R.train_retrieval_model(data, cfg, progress=False)
-        return r, R.evaluate(r.model, data.dev), R.evaluate(r.model, data.test)
+        return r, R.retrieval_metrics_of_model(r.model, data.dev), R.retrieval_metrics_of_model(r.model, data.test)
 
     data = _retrieval_data()
     perm = torch.from_numpy(np.random.default_rng(0).permutation(len(data.test)))
@@ -215,7 +214,7 @@ def test_table2_item_cnn_checkpoint_key_covers_its_items_and_config(tmp_path, to
 
 
 def _entailment_data():
-    return E.prepare(_toy_pairs(300, 0), _toy_pairs(100, 1), _toy_pairs(100, 2))
+    return E.prepare(toy_pairs(300, 0), toy_pairs(100, 1), toy_pairs(100, 2))
 
 
 def _corrupt_test_pairs(data):

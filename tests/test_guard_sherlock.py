@@ -21,7 +21,9 @@ from orderlib.checkpoint import fingerprint
 from orderlib.data import fact_tasks
 from orderlib.data.facts import implies, make_fact_images
 from orderlib.encoders.cnn import ItemCNN
+from orderlib.eval.facts import retrieval_rows
 from orderlib.experiments import sherlock as exp
+from orderlib.experiments import sherlock_tables as tables
 from orderlib.training.sherlock import SEMConfig, distances, train_sem
 
 OBJECTS = 2  # the facts of the first two objects: 66 facts, tiny splits
@@ -110,7 +112,7 @@ def _history(fitted) -> list[dict]:
 
 
 def _test_metrics(out: dict, task) -> tuple:
-    return tuple(round(float(v), 9) for v in exp.table4(out, task)["ours"])
+    return tuple(round(float(v), 9) for v in tables.table4(out, task)["ours"])
 
 
 # ---------------------------------------------------------------- test data never chooses
@@ -164,7 +166,7 @@ def test_retrained_caption_rows_stop_on_dev_never_on_test(base, tmp_path):
 
     def test_metrics(r):
         d, out = r
-        rows = exp.retrieval_rows("m", out["order-embeddings, retrained on facts"]["dist"], d.task)
+        rows = retrieval_rows("m", out["order-embeddings, retrained on facts"]["dist"], d.task)
         return tuple(round(float(row["ours"]), 9) for row in rows)
 
     assert_test_blind(

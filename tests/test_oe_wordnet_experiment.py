@@ -4,7 +4,9 @@ import math
 
 import pytest
 
+from orderlib.eval.hypernymy import transitive_closure_accuracy
 from orderlib.experiments import oe_wordnet as X
+from orderlib.experiments import oe_wordnet_tables as tables
 from orderlib.params import validate
 
 
@@ -25,10 +27,11 @@ def test_settings_follow_protocols_and_split():
 
 def test_checkpoint_names_are_safe_and_shared_by_equal_configs(tmp_path):
     cfg = X.PRESETS["full"]
-    a = X._job("grid", "paper, authors' split", "Poincaré embeddings", 0, cfg, "cpu", tmp_path, 1.0)
-    b = X._job("train", "paper, authors' split", "Poincaré embeddings", 0, cfg, "cpu", tmp_path, 1.0)
-    c = X._job("train", "paper, authors' split", "Poincaré embeddings", 1, cfg, "cpu", tmp_path, 1.0)
-    d = X._job("train", "paper, authors' split", "Poincaré embeddings", 0, cfg, "cpu", tmp_path, 1.0, {"lr": 0.1})
+    row = dict(setting="paper, authors' split", method="Poincaré embeddings", cfg=cfg, device="cpu", run_dir=tmp_path)
+    a = X.training_job(kind="grid", seed=0, cost=1.0, **row)
+    b = X.training_job(kind="train", seed=0, cost=1.0, **row)
+    c = X.training_job(kind="train", seed=1, cost=1.0, **row)
+    d = X.training_job(kind="train", seed=0, cost=1.0, overrides={"lr": 0.1}, **row)
     name = a["checkpoint"].rsplit("/", 1)[1]
     assert name.isascii() and " " not in name and "'" not in name and name.startswith("paper-authors-split-poincare")
     assert a["checkpoint"] == b["checkpoint"]
@@ -36,7 +39,7 @@ def test_checkpoint_names_are_safe_and_shared_by_equal_configs(tmp_path):
 
 
 def test_grids_choose_on_dev_ties_to_the_point_listed_first():
-    grid = X._grid("word2gauss margin", "word2gauss", [{"margin": m} for m in (1.0, 3.0, 7.0)])
+    grid = X.dev_grid("word2gauss margin", "word2gauss", [{"margin": m} for m in (1.0, 3.0, 7.0)])
 
     def results(*devs):
         return [{"grid": grid["name"], "point": p, "dev": d} for p, d in zip(grid["points"], devs)]
@@ -62,17 +65,33 @@ def test_density_grid_stages_share_the_final_seed0_run(tmp_path):
     second = X.grid_jobs(cfg, "paper", "cpu", tmp_path, 2, {X.DOE: {"negatives": ("swap",)}})
     assert len(second) == 8 and all(j["overrides"]["negatives"] == ("swap",) for j in second)
     chosen = {"negatives": ("swap",), "lr": 0.003, "model_kwargs": {"gamma": 100.0}}
-    final = X._job("train", "paper", X.DOE, 0, cfg, "cpu", tmp_path, 1.0, chosen)
+    final = X.training_job(
+        kind="train",
+        setting="paper",
+        method=X.DOE,
+        seed=0,
+        cfg=cfg,
+        device="cpu",
+        run_dir=tmp_path,
+        cost=1.0,
+        overrides=chosen,
+    )
     assert [j["checkpoint"] for j in second].count(final["checkpoint"]) == 1
     assert final["checkpoint"] not in [j["checkpoint"] for j in neg]
     # the bilinear grid runs the final schedule: its chosen point is the final seed-0 run
     bil = [j for j in first if j["method"] == "order-embeddings (bilinear)"]
-    assert (
-        X._job("train", "paper", "order-embeddings (bilinear)", 0, cfg, "cpu", tmp_path, 1.0, {"lr": 0.003})[
-            "checkpoint"
-        ]
-        == bil[1]["checkpoint"]
+    bil_final = X.training_job(
+        kind="train",
+        setting="paper",
+        method="order-embeddings (bilinear)",
+        seed=0,
+        cfg=cfg,
+        device="cpu",
+        run_dir=tmp_path,
+        cost=1.0,
+        overrides={"lr": 0.003},
     )
+    assert bil_final["checkpoint"] == bil[1]["checkpoint"]
 
 
 def _fake_run():
@@ -98,7 +117,7 @@ def _fake_run():
 
 
 def test_table_reports_mean_sd_and_each_seed_rounded():
-    t = X.table(_fake_run(), "paper")
+    t = tables.table(_fake_run(), "paper")
     oe = t[(t.method == "order-embeddings") & (t.metric == "test accuracy (%)")]
     mean = oe[oe.seed == "mean"].iloc[0]
     assert mean.ours == 91.0 and mean.sd == 1.0 and mean.n_seeds == 3 and mean.paper == 90.6
@@ -106,8 +125,8 @@ def test_table_reports_mean_sd_and_each_seed_rounded():
     assert t[t.method == "transitive closure"].ours.iloc[0] == 87.61  # no floating-point noise
     doe = t[(t.method == "density order embeddings") & (t.seed == "mean") & (t.metric == "test accuracy (%)")].iloc[0]
     assert math.isnan(doe.paper) and doe.published == 92.3  # beyond the paper: no paper cell
-    assert X.markdown_view(t).ours.tolist()[:2] == ["87.61", "91.00 ± 1.00"]
-    g = X.gains(_fake_run(), "paper").set_index("method")
+    assert tables.markdown_view(t).ours.tolist()[:2] == ["87.61", "91.00 ± 1.00"]
+    g = tables.gains(_fake_run(), "paper").set_index("method")
     assert g.loc["density order embeddings"].gain_over_order_embeddings == 0.5
     assert g.loc["density order embeddings"].se == round(math.sqrt(1 / 3), 2)
 
@@ -135,7 +154,7 @@ def test_model_records_give_each_seed_runs_training_provenance():
     for rs in run.settings["paper"].results.values():
         for x in rs:
             x.setdefault("trained_at", "abc")
-    recs = X.model_records(run, ["paper"])
+    recs = tables.model_records(run, ["paper"])
     assert len(recs) == 6 and recs["paper / density order embeddings / seed 0"]["loaded_from_checkpoint"]
     assert sum(not r["loaded_from_checkpoint"] for r in recs.values()) == 5
     block = training_provenance(recs, "abc")
@@ -152,16 +171,16 @@ def test_doe_gamma_benchmark_trains_each_gamma_and_schedule_as_configured(tmp_pa
     assert all(c.lr == 0.001 and c.negatives == () and c.epochs == 40 and c.patience == 5 for c in configs)
     assert len({j["checkpoint"] for j in jobs}) == 4
     # the notebook's final seed-0 run has exactly this config: the same checkpoint name
-    final = X._job(
-        "train",
-        "paper",
-        X.DOE,
-        0,
-        cfg,
-        "cpu",
-        tmp_path,
-        1.0,
-        {"negatives": (), "lr": 0.001, "model_kwargs": {"gamma": 100.0}},
+    final = X.training_job(
+        kind="train",
+        setting="paper",
+        method=X.DOE,
+        seed=0,
+        cfg=cfg,
+        device="cpu",
+        run_dir=tmp_path,
+        cost=1.0,
+        overrides={"negatives": (), "lr": 0.001, "model_kwargs": {"gamma": 100.0}},
     )
     assert final["checkpoint"] == jobs[0]["checkpoint"]
     long = B.point_jobs(cfg, "paper", [0], 0.001, [100.0], B.LONG, tmp_path)[0]
@@ -264,4 +283,4 @@ def test_athiwaratkun_split_is_createdatasets_on_wordnet_30(real_wordnet):
     d = X.setting_data(g31, setting, X.PRESETS["full"])
     assert d.stats["listed pairs"] == 837888 and d.split == "authors"
     assert (len(d.test), len(d.dev), d.n_nodes) == (8000, 8000, 82115)
-    assert round(X.closure_accuracy(d), 2) == 87.70  # oe_table1_doe_selection's closure row
+    assert round(transitive_closure_accuracy(d), 2) == 87.70  # oe_table1_doe_selection's closure row

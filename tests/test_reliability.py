@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_train_entailment import _toy as toy_pairs
 from test_train_entailment import write_snli_1_0
-from test_train_retrieval import _toy_split
+from toys import toy_pairs, toy_split
 
 from orderlib.checkpoint import (
     CheckpointError,
@@ -38,7 +37,7 @@ from orderlib.training import fit
 def _precomp(folder, n_test=1000, seed=0):
     folder.mkdir(parents=True)
     for split, n, s in (("train", 200, seed), ("dev", 100, seed + 1), ("test", n_test, seed + 2)):
-        feats, caps = _toy_split(n, s)
+        feats, caps = toy_split(n, s)
         (folder / f"{split}_caps.txt").write_text("\n".join(" ".join(c) for c in caps) + "\n")
         np.save(folder / f"{split}_ims.npy", feats.numpy())
     return folder
@@ -87,6 +86,7 @@ def test_table1_library_path_twice_gives_the_same_table(tmp_path):
 
     from orderlib.data.wordnet import NounGraph
     from orderlib.experiments import oe_wordnet as X
+    from orderlib.experiments import oe_wordnet_tables
 
     parents = chain_forest(5, 10)
     graph = NounGraph([f"n{i}" for i in range(len(parents))], parents, "toy", "fp", "toy")
@@ -102,7 +102,7 @@ def test_table1_library_path_twice_gives_the_same_table(tmp_path):
         "grids": [{**g, "run": {**g["run"], "train_fraction": 1.0} if g["run"] else {}} for g in small["grids"]],
     }
     tables = [
-        X.table(X.run_table1(graph, cfg, ["clean"], "cpu", tmp_path / run, progress=False), "clean")
+        oe_wordnet_tables.table(X.run_table1(graph, cfg, ["clean"], "cpu", tmp_path / run, progress=False), "clean")
         for run in ("a", "b")
     ]
     pd.testing.assert_frame_equal(tables[0], tables[1])
@@ -134,13 +134,13 @@ def test_devise_training_twice_gives_the_same_model(toy_items):
 def test_changed_data_retrains_and_unchanged_data_resumes(tmp_path):
     from orderlib.training.retrieval import RetrievalConfig, prepare, train_retrieval_model
 
-    data = prepare({"train": _toy_split(100, 0), "dev": _toy_split(50, 1), "test": _toy_split(50, 2)})
+    data = prepare({"train": toy_split(100, 0), "dev": toy_split(50, 1), "test": toy_split(50, 2)})
     cfg = RetrievalConfig(word_dim=4, dim=4, batch=50, epochs=1)
     ckpt = tmp_path / "m.pt"
     assert not train_retrieval_model(data, cfg, checkpoint=ckpt, progress=False).resumed
     key = load_checkpoint(ckpt)["cfg"]
     assert train_retrieval_model(data, cfg, checkpoint=ckpt, progress=False).resumed  # same inputs: load
-    changed = prepare({"train": _toy_split(100, 7), "dev": _toy_split(50, 1), "test": _toy_split(50, 2)})
+    changed = prepare({"train": toy_split(100, 7), "dev": toy_split(50, 1), "test": toy_split(50, 2)})
     assert not train_retrieval_model(changed, cfg, checkpoint=ckpt, progress=False).resumed  # a new model
     new_key = load_checkpoint(ckpt)["cfg"]
     assert new_key["data"] != key["data"] and new_key["code"] == key["code"]

@@ -6,8 +6,19 @@ import torch
 from test_facts import fake
 
 from orderlib.data import fact_tasks
+from orderlib.data.attributes import OBJECTS
 from orderlib.data.facts import Fact
+from orderlib.eval.facts import (
+    ALL,
+    FACT_PROTOCOLS,
+    SAME_ORDER,
+    chance_rows,
+    fact_topk,
+    generalisation_rows,
+    retrieval_rows,
+)
 from orderlib.experiments import sherlock as exp
+from orderlib.experiments import sherlock_tables as tables
 
 TINY_SEM = dict(  # a SEM preset that trains in a second
     seed=0,
@@ -52,7 +63,7 @@ def test_task_shapes_and_language_views(task):
     rng = np.random.default_rng(3)
     shared = {w: (np.ones(6) + 0.2 * rng.standard_normal(6)).astype(np.float32) for w in exp.vocabulary()}
     for centre, check in ((False, lambda c: c > 0.9), (True, lambda c: c < 0)):
-        o = exp.slot_vectors(shared, task.facts[:10], centre=centre)[:, 0]
+        o = fact_tasks.slot_vectors(shared, task.facts[:10], centre=centre)[:, 0]
         o = o / o.norm(dim=1, keepdim=True)
         assert check(float((o @ o.T)[~torch.eye(10, dtype=torch.bool)].mean())), centre
 
@@ -64,25 +75,25 @@ def test_oracle_and_noise(task):
     oracle[torch.arange(len(img_fact)), img_fact] = 0.0
     rows = {
         (r["scope"], r["candidates"], r["metric"]): r["ours"]
-        for r in exp.retrieval_rows("SEM-A", oracle, task)
+        for r in retrieval_rows("SEM-A", oracle, task)
         if r["protocol"] == "strict"
     }
     assert all(v == pytest.approx(100.0) for v in rows.values()) and len(rows) == 4 * (5 + 3)
     noise = {
         (r["scope"], r["candidates"], r["metric"]): r["ours"]
-        for r in exp.retrieval_rows("x", torch.rand(len(img_fact), len(task.facts), generator=rng), task)
+        for r in retrieval_rows("x", torch.rand(len(img_fact), len(task.facts), generator=rng), task)
         if r["protocol"] == "strict"
     }
-    assert noise[("all", exp.ALL, "K10")] < 5 and noise[("all", exp.ALL, "mAP")] < 5
-    assert noise[("order 1", exp.SAME_ORDER, "K10")] == 100.0  # only 10 first-order facts to choose from
-    gen = exp.generalisation_rows("SEM-A", oracle, task)
-    k10 = [r for r in gen if r["metric"] == "K10" and r["candidates"] == exp.ALL and r["protocol"] == "strict"]
+    assert noise[("all", ALL, "K10")] < 5 and noise[("all", ALL, "mAP")] < 5
+    assert noise[("order 1", SAME_ORDER, "K10")] == 100.0  # only 10 first-order facts to choose from
+    gen = generalisation_rows("SEM-A", oracle, task)
+    k10 = [r for r in gen if r["metric"] == "K10" and r["candidates"] == ALL and r["protocol"] == "strict"]
     assert len(k10) == 4 and all(r["ours"] == pytest.approx(100.0) for r in k10)
     assert {r["paper"] for r in k10} == {2.063, 3.022, 3.092, 2.962}
-    chance = {(r["candidates"], r["metric"]): r["ours"] for r in exp.chance_rows(task) if r["protocol"] == "strict"}
-    assert [chance[(exp.ALL, f"K{k}")] for k in (1, 5, 10)] == pytest.approx([100 / 810, 500 / 810, 1000 / 810])
+    chance = {(r["candidates"], r["metric"]): r["ours"] for r in chance_rows(task) if r["protocol"] == "strict"}
+    assert [chance[(ALL, f"K{k}")] for k in (1, 5, 10)] == pytest.approx([100 / 810, 500 / 810, 1000 / 810])
     n = len(task.test)  # 2 images per fact: 20 of order 1 (10 candidates), 400 of order 2 (200), 1200 of order 3 (600)
-    assert chance[(exp.SAME_ORDER, "K1")] == pytest.approx(100 * (20 / 10 + 400 / 200 + 1200 / 600) / n)
+    assert chance[(SAME_ORDER, "K1")] == pytest.approx(100 * (20 / 10 + 400 / 200 + 1200 / 600) / n)
 
 
 def test_baselines_learn_from_features_that_carry_the_fact(task):
@@ -98,8 +109,8 @@ def test_baselines_learn_from_features_that_carry_the_fact(task):
     unseen = torch.as_tensor(task.train_counts == 0)[img_fact]
     for name, dist in d.items():
         assert dist.shape == (len(img_fact), len(task.facts))
-        k = exp.fact_topk(dist, img_fact, ks=(10,))["K10"]
-        k_unseen = exp.fact_topk(dist[unseen], img_fact[unseen], ks=(10,))["K10"]
+        k = fact_topk(dist, img_fact, ks=(10,))["K10"]
+        k_unseen = fact_topk(dist[unseen], img_fact[unseen], ks=(10,))["K10"]
         assert k > 30 and k_unseen > 10, (name, k, k_unseen)  # chance K10 is 1.2%
 
 
@@ -125,18 +136,18 @@ def test_same_order_candidates_and_figure7_bins(task):
     """An image's own-order candidates exclude the lower-order facts that win among all facts
     when wild-card slots are ignored; Figure 7's bins cover every SPO test image once."""
     img_fact = torch.as_tensor(task.test.fact)
-    s_of = torch.tensor([exp.OBJECTS.index(f.s) for f in task.facts])
+    s_of = torch.tensor([OBJECTS.index(f.s) for f in task.facts])
     dist = torch.rand(len(img_fact), len(task.facts), generator=torch.Generator().manual_seed(2)) + 1.0
     dist[torch.arange(len(img_fact)), img_fact] = 0.5  # the true fact beats every other fact of its order ...
     dist[s_of[img_fact][:, None] == s_of[None, :]] *= 0.1  # ... but not its subject's lower-order facts
     dist[:, task.orders == 1] = dist[:, task.orders == 1].clamp(max=0.01)
     rows = {
         (r["scope"], r["candidates"], r["metric"]): r["ours"]
-        for r in exp.retrieval_rows("m", dist, task)
+        for r in retrieval_rows("m", dist, task)
         if r["protocol"] == "strict"
     }
-    assert rows[("order 3", exp.ALL, "K1")] == 0.0 and rows[("order 3", exp.SAME_ORDER, "K1")] == 100.0
-    curve = exp.images_per_fact_curve({"m": {"dist": dist}}, task)
+    assert rows[("order 3", ALL, "K1")] == 0.0 and rows[("order 3", SAME_ORDER, "K1")] == 100.0
+    curve = tables.images_per_fact_curve({"m": {"dist": dist}}, task)
     spo_images = int((task.orders[img_fact] == 3).sum())
     assert curve[curve.protocol == "strict"]["images"].sum() == spo_images
     assert set(curve["bin"]) == {"0", "1", "2-5", "6-15", "16-50", "51+"}
@@ -146,11 +157,11 @@ def test_table1_and_table5_layout(task):
     img_fact = torch.as_tensor(task.test.fact)
     oracle = torch.ones(len(img_fact), len(task.facts))
     oracle[torch.arange(len(img_fact)), img_fact] = 0.0
-    results = {f"{m}, {s}": {"dist": oracle} for m in exp.CAPTION_METHODS for s in exp.TRAININGS.values()}
-    t1 = exp.table1(results, task)
+    results = {f"{m}, {s}": {"dist": oracle} for m in tables.CAPTION_METHODS for s in tables.TRAININGS.values()}
+    t1 = tables.sherlock_table1(results, task)
     assert len(t1) == 16 and set(t1["protocol"]) == {"strict", "implied"} and t1["paper"].notna().all()
     assert (t1[t1.protocol == "strict"]["ours"] == 100.0).all()
-    t5 = exp.table5({"SEM-A": {"dist": oracle}}, task)
+    t5 = tables.table5({"SEM-A": {"dist": oracle}}, task)
     assert "unseen SPO facts" in set(t5["case"])
     unseen = t5[(t5.case == "unseen SPO facts") & (t5.metric == "facts") & (t5.protocol == "strict")]["ours"].item()
     assert unseen == ((task.orders.numpy() == 3) & (task.train_counts == 0)).sum() > 0
@@ -218,8 +229,8 @@ def test_gloss_row_regresses_its_own_language_view(tmp_path):
         dims = [embed_images(out[m]["model"], data.images["test"][:2]).shape[-1] for m in rows]
     assert dims == [4, 6]
     assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["sem-a-gloss-skip-gram-vectors_810.pt", "sem-a_810.pt"]
-    df = exp.table4(out, t)
-    assert set(df[df.method == rows[1]].protocol) == set(exp.PROTOCOLS)
+    df = tables.table4(out, t)
+    assert set(df[df.method == rows[1]].protocol) == set(FACT_PROTOCOLS)
     bare = exp.FactData(dataclasses.replace(t, languages={}), data.images, {})
     assert list(exp.train_sem_rows(cfg, bare, cnn, tmp_path, progress=False, rows=rows)) == ["SEM-A"]
 

@@ -11,6 +11,7 @@ import torch
 from orderlib.data.facts import Fact, implies
 from orderlib.encoders.sherlock import structured_distance
 from orderlib.eval.facts import (
+    ALL,
     average_precision,
     fact_map,
     fact_scores,
@@ -19,6 +20,7 @@ from orderlib.eval.facts import (
     implied_hits,
     implied_topk,
     implied_truth,
+    retrieval_rows,
     slot_scores,
 )
 from orderlib.experiments import sherlock as exp
@@ -69,8 +71,8 @@ def test_own_subject_ranked_first_misses_strict_k1_but_hits_implied():
     task = small_task(img)
     rows = {
         (r["protocol"], r["metric"]): r["ours"]
-        for r in exp.retrieval_rows("m", dist, task)
-        if r["scope"] == "order 3" and r["candidates"] == exp.ALL
+        for r in retrieval_rows("m", dist, task)
+        if r["scope"] == "order 3" and r["candidates"] == ALL
     }
     assert rows[("strict", "K1")] == 0.0
     truth = implied_truth(implies(FACTS), img[:1])
@@ -110,7 +112,7 @@ def test_flexible_relevance_of_an_s_query():
     task = small_task(img)
     ap = {
         r["protocol"]: r["ours"]
-        for r in exp.retrieval_rows("m", dist.T.T, task)
+        for r in retrieval_rows("m", dist.T.T, task)
         if r["scope"] == "order 1" and r["metric"] == "mAP"
     }
     # <a>'s images rank 5th (strict: its own only), and 1st, 4th, 5th, 6th among a's subject images (implied);

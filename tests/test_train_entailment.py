@@ -1,34 +1,22 @@
 import numpy as np
 import pytest
 import torch
+from toys import toy_pairs
 
 from orderlib.data.entailment import PairSet
 from orderlib.encoders.entailment import ENTAILMENT_MODELS, BagOfWords, build_entailment_model, entailment_loss
-from orderlib.training.entailment import EntailmentConfig, energies, evaluate, prepare, train_entailment_model
-
-WORDS = ["dog", "cat", "bird", "runs", "sleeps", "sings", "big", "small", "red", "blue"]
-
-
-def _toy(n: int, seed: int) -> PairSet:
-    """Premise = 'adj noun verb'; hypothesis = 'noun verb' (entailed) or a changed verb/noun."""
-    rng = np.random.default_rng(seed)
-    prem, hyp, lab = [], [], []
-    for _ in range(n):
-        noun, verb, adj = rng.choice(WORDS[:3]), rng.choice(WORDS[3:6]), rng.choice(WORDS[6:])
-        prem.append(f"the {adj} {noun} {verb}")
-        kind = rng.integers(3)
-        if kind == 0:
-            hyp.append(f"the {noun} {verb}")
-        else:
-            other = rng.choice([v for v in WORDS[3:6] if v != verb])
-            hyp.append(f"the {noun} {other}")
-        lab.append(int(kind))
-    return PairSet(prem, hyp, np.array(lab, dtype=np.int8), "toy")
+from orderlib.training.entailment import (
+    EntailmentConfig,
+    energies,
+    entailment_accuracy,
+    prepare,
+    train_entailment_model,
+)
 
 
 @pytest.fixture(scope="module")
 def toy_data():
-    return prepare(_toy(600, 0), _toy(200, 1), _toy(200, 2))
+    return prepare(toy_pairs(600, 0), toy_pairs(200, 1), toy_pairs(200, 2))
 
 
 def test_loss_is_eq7_for_energies_and_bce_for_classifiers():
@@ -84,7 +72,7 @@ def test_threshold_never_sees_test_labels(toy_data):
         test=lambda r: r.test_accuracy,
     )
     assert a.test_accuracy + b.test_accuracy == pytest.approx(100.0)
-    again = evaluate(b.model, flip(toy_data), "cpu")  # the final evaluation alone, on the flipped split
+    again = entailment_accuracy(b.model, flip(toy_data), "cpu")  # the final evaluation alone, on the flipped split
     assert (again["tau"], again["dev_accuracy"]) == (a.tau, a.dev_accuracy)
 
 
@@ -136,7 +124,7 @@ def write_snli_1_0(root, toy: PairSet, test: PairSet | None = None) -> None:
 def test_table3_splits_majority_and_table(tmp_path):
     from orderlib.experiments import oe_snli as X
 
-    write_snli_1_0(tmp_path, _toy(120, 3), test=_toy(120, 4))  # a test split unlike dev
+    write_snli_1_0(tmp_path, toy_pairs(120, 3), test=toy_pairs(120, 4))  # a test split unlike dev
     cfg = dict(X.PRESETS["small"], data="official", word_dim=8, dim=8, epochs=1, train_limit=50)
     train, dev, test, how = X.splits("snli", cfg, tmp_path)
     assert len(train) == 50 and len(dev) == len(test) == 120 and "official" in how
@@ -167,7 +155,7 @@ def test_table3_models_trained_by_workers_equal_models_trained_here_on_one_threa
     those this process trains on one thread, and they count as trained in this run, not resumed."""
     from orderlib.experiments import oe_snli as X
 
-    write_snli_1_0(tmp_path, _toy(120, 3))
+    write_snli_1_0(tmp_path, toy_pairs(120, 3))
     cfg = dict(X.PRESETS["small"], data="official", datasets=["snli"], word_dim=8, dim=8, epochs=2, train_limit=60)
     with one_thread():
         here = X.run_datasets(cfg, "cpu", tmp_path / "here", tmp_path, progress=False)

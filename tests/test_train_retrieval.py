@@ -4,29 +4,14 @@ generated precomp fixture."""
 import numpy as np
 import pytest
 import torch
+from toys import toy_split
 
-from orderlib.training.retrieval import RetrievalConfig, evaluate, prepare, train_retrieval_model
-
-COLOURS, SHAPES = ["red", "green", "blue", "black"], ["ball", "box", "cup", "hat", "pen"]
-
-
-def _toy_split(n, seed):
-    """Image = one-hot colour + one-hot shape + noise; captions say the colour, the shape, or both."""
-    rng = np.random.default_rng(seed)
-    c, s = rng.integers(4, size=n), rng.integers(5, size=n)
-    feats = np.zeros((n, 9), np.float32)
-    feats[np.arange(n), c] = 1
-    feats[np.arange(n), 4 + s] = 1
-    feats += 0.05 * rng.standard_normal(feats.shape).astype(np.float32)
-    caps = []
-    for ci, si in zip(c, s):
-        caps += [[COLOURS[ci]], [SHAPES[si]], [COLOURS[ci], SHAPES[si]], ["a", COLOURS[ci], SHAPES[si]], ["a", "thing"]]
-    return torch.as_tensor(feats), caps
+from orderlib.training.retrieval import RetrievalConfig, prepare, retrieval_metrics_of_model, train_retrieval_model
 
 
 @pytest.fixture(scope="module")
 def toy():
-    return prepare({"train": _toy_split(400, 0), "dev": _toy_split(100, 1), "test": _toy_split(100, 2)})
+    return prepare({"train": toy_split(400, 0), "dev": toy_split(100, 1), "test": toy_split(100, 2)})
 
 
 @pytest.mark.parametrize("penalty,loss", [("order", "sum"), ("cosine", "sum"), ("order", "max"), ("order", "infonce")])
@@ -42,11 +27,11 @@ def test_models_learn_toy_retrieval(toy, penalty, loss):
         epochs=6,
         patience=6,
     )
-    before = evaluate(
+    before = retrieval_metrics_of_model(
         train_retrieval_model(toy, RetrievalConfig(**{**vars(cfg), "epochs": 0}), progress=False).model, toy.test
     )
     r = train_retrieval_model(toy, cfg, progress=False)
-    after = evaluate(r.model, toy.test)
+    after = retrieval_metrics_of_model(r.model, toy.test)
     # 100 test images in 20 colour-shape kinds: a "colour shape" caption can reach R@5 ~ 100.
     assert after["image retrieval"]["R@10"] > before["image retrieval"]["R@10"] + 15
     assert after["rsum"] > before["rsum"] + 60
@@ -60,7 +45,7 @@ def test_resume_equals_uninterrupted_run(toy, interrupt_then_resume):
     full = train_retrieval_model(toy, cfg, progress=False)
     resumed, _ = interrupt_then_resume(T, lambda c: train_retrieval_model(toy, cfg, checkpoint=c, progress=False), at=1)
     assert resumed.resumed and [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
-    assert evaluate(resumed.model, toy.test) == evaluate(full.model, toy.test)
+    assert retrieval_metrics_of_model(resumed.model, toy.test) == retrieval_metrics_of_model(full.model, toy.test)
 
 
 def test_training_does_not_touch_global_rng(toy):
@@ -72,7 +57,7 @@ def test_training_does_not_touch_global_rng(toy):
 
 
 def test_prepare_checks_five_captions_per_image():
-    feats, caps = _toy_split(3, 0)
+    feats, caps = toy_split(3, 0)
     with pytest.raises(ValueError, match="14 captions for 3 images"):
         prepare({"train": (feats, caps[:14]), "dev": (feats, caps), "test": (feats, caps)})
 
@@ -85,7 +70,7 @@ def test_table2_runner_on_a_precomp_fixture(tmp_path):
     folder = tmp_path / "coco_precomp"
     folder.mkdir()
     for split, n, seed in (("train", 200, 0), ("dev", 100, 1), ("test", 1000, 2)):
-        feats, caps = _toy_split(n, seed)
+        feats, caps = toy_split(n, seed)
         (folder / f"{split}_caps.txt").write_text("\n".join(" ".join(c) for c in caps) + "\n")
         np.save(folder / f"{split}_ims.npy", np.repeat(feats.numpy(), 5, 0))  # one row per caption
     data = {"10crop": X.precomp_retrieval_data(folder, "10crop", min_count=1)}  # no 1-crop file: row skipped
@@ -123,7 +108,7 @@ def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path,
     folder = tmp_path / "precomp"
     folder.mkdir()
     for split, n, seed in (("train", 200, 0), ("dev", 100, 1), ("test", 1000, 2)):
-        feats, caps = _toy_split(n, seed)
+        feats, caps = toy_split(n, seed)
         (folder / f"{split}_caps.txt").write_text("\n".join(" ".join(c) for c in caps) + "\n")
         np.save(folder / f"{split}_ims.npy", np.repeat(feats.numpy(), 5, 0))
     data = {"10crop": X.precomp_retrieval_data(folder, "10crop", min_count=1)}

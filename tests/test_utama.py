@@ -5,10 +5,11 @@ import pandas as pd
 import pytest
 import torch
 
+from orderlib.data.attribute_tasks import pair_index
 from orderlib.encoders import word_vectors
-from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep
+from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep, predict_scores
 from orderlib.experiments import utama as exp
-from orderlib.training.composition import predict_scores
+from orderlib.experiments.utama_tables import MAIN, table3, utama_table1
 
 ATTRS, OBJS = ["big", "old", "red", "wet"], ["car", "house", "tree"]
 
@@ -50,13 +51,13 @@ def test_mit_states_path_runs_table1_and_table3(tmp_path):
     assert {k: len(v) for k, v in task.pairs.items()} == {"seen": 6, "val_unseen": 2, "test_unseen": 4}
     seen = {tuple(p) for p in task.pairs["seen"].tolist()}
     assert not seen & {tuple(p) for p in task.pairs["test_unseen"].tolist()}
-    rows = ("visual product", exp.MAIN, "VSE++, RNN (LSTM) + finetune")
+    rows = ("visual product", MAIN, "VSE++, RNN (LSTM) + finetune")
     trained = exp.train_rows(cfg, task, vectors, tmp_path, progress=False, rows=rows)
-    assert list(trained) == ["visual product", exp.MAIN]  # nothing to finetune from features
+    assert list(trained) == ["visual product", MAIN]  # nothing to finetune from features
     rec = exp.model_records(trained)  # no stand-in CNN on MIT-States features
-    assert list(rec) == ["visual product", exp.MAIN] and not rec[exp.MAIN]["loaded_from_checkpoint"]
-    assert rec[exp.MAIN]["epochs_run"] >= 1 and rec[exp.MAIN]["trained_at"] == trained[exp.MAIN]["trained_at"]
-    df1 = exp.table1(trained, task)
+    assert list(rec) == ["visual product", MAIN] and not rec[MAIN]["loaded_from_checkpoint"]
+    assert rec[MAIN]["epochs_run"] >= 1 and rec[MAIN]["trained_at"] == trained[MAIN]["trained_at"]
+    df1 = utama_table1(trained, task)
     closed = df1[df1.protocol == "closed world"].pivot(index="method", columns="metric", values="ours")
     assert closed.loc["chance", "top-1"] == 25.0  # 4 unseen test pairs
     assert (closed["top-1"] <= closed["top-2"]).all() and (closed["top-2"] <= closed["top-3"]).all()
@@ -67,14 +68,14 @@ def test_mit_states_path_runs_table1_and_table3(tmp_path):
     ours = df1.set_index(["method", "metric"]).ours
     for name, t in trained.items():
         score = lambda split: predict_scores(t["model"], task.features[split], task.candidates(split)[0])
-        target = lambda split: exp._pair_index(task.labels[split], task.candidates(split)[0])
+        target = lambda split: pair_index(task.labels[split], task.candidates(split)[0])
         bias = generalised_sweep(score("val"), target("val"), task.candidates("val")[1])["bias"]
         want = accuracy_at_bias(score("test"), target("test"), task.candidates("test")[1], bias)
         for m in ("seen", "unseen", "hm"):
             assert ours[(name, f"{m} at the val-chosen bias")] == pytest.approx(want[m]), (name, m)
         assert ours[(name, "hm at the val-chosen bias")] <= ours[(name, "best hm")] + 1e-9, name
-    df3, _ = exp.table3(trained, task)
-    assert isinstance(df3, pd.DataFrame) and (df3.method == exp.MAIN).all()
+    df3, _ = table3(trained, task)
+    assert isinstance(df3, pd.DataFrame) and (df3.method == MAIN).all()
     t3 = df3.pivot_table(index=["modification", "operation"], columns="metric", values="ours")
     assert len(t3) == 2 * 4 and (t3["top-1"] <= t3["top-5"]).all()  # both modifications, four queries each
 
@@ -85,7 +86,7 @@ def test_rows_trained_by_workers_equal_rows_trained_here_on_one_thread(tmp_path,
     words = _mit_states(tmp_path)
     cfg = {**exp.PRESETS["small"], "word_vectors": str(words)}
     task, vectors = exp.mit_states_task(cfg, tmp_path, tmp_path / "features.npz", tmp_path)
-    rows = ("visual product", exp.MAIN, "order-embeddings, RNN (LSTM)")
+    rows = ("visual product", MAIN, "order-embeddings, RNN (LSTM)")
     before = vectors.copy()
     with one_thread():
         here = exp.train_rows(cfg, task, vectors, tmp_path / "here", progress=False, rows=rows)
@@ -122,7 +123,7 @@ def test_ablation_rows_start_from_the_word_vectors_they_name(tmp_path):
     for r in (LE_GLOSS, LE_RANDOM):
         assert all(torch.equal(state(same, r)[k], v) for k, v in state(same, LE).items()), r
         assert not torch.equal(state(apart, r)["composer.words.weight"], state(apart, LE)["composer.words.weight"]), r
-    assert list(apart) == list(rows) and set(rows) <= set(exp.table1(apart, task).method)
+    assert list(apart) == list(rows) and set(rows) <= set(utama_table1(apart, task).method)
     assert len({p.name for p in (tmp_path / "apart").glob("row_*")}) == len(rows)  # a checkpoint each
     assert list(exp.train_rows(cfg, task, vectors, tmp_path / "apart", progress=False, rows=rows)) == [LE]
     assert list(exp.train_rows(cfg, task, {exp.DEFAULT: vectors}, tmp_path / "apart", progress=False, rows=rows)) == [

@@ -57,7 +57,7 @@ def _one_legend(fig) -> list[str]:
 
 
 def test_table1_figure_has_a_row_per_setting_and_one_legend():
-    from orderlib.experiments import oe_wordnet as X
+    from orderlib.experiments import oe_wordnet_tables as X
 
     settings = ["paper", "clean"]
     per_seed = pd.DataFrame(

@@ -75,14 +75,14 @@ def test_cache_of_another_format_is_not_read(tmp_path):
 
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"names": ["a"], "parents": [[]]}))  # format 1: no order fields
-    assert W._read_cache(old) is None
+    assert W.read_cache(old) is None
     half = tmp_path / "half.json"
     half.write_text('{"format": 2, "names"')
-    assert W._read_cache(half) is None
+    assert W.read_cache(half) is None
     ok = tmp_path / "ok.json"
     d = {"format": W.CACHE_FORMAT, "names": ["a"], "parents": [[]], "nltk_order": [0], "authors_parents": [[]]}
     ok.write_text(json.dumps(d))
-    assert W._read_cache(ok) == d
+    assert W.read_cache(ok) == d
 
 
 def test_real_wordnet_keeps_the_authors_order(real_wordnet):

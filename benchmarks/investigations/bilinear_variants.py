@@ -25,6 +25,7 @@ import time
 import pandas as pd
 
 from orderlib.experiments import oe_wordnet as exp
+from orderlib.experiments import oe_wordnet_tables as tables
 from orderlib.reports import device_description, git_commit, training_provenance, write_table
 from orderlib.runs import run_paths
 
@@ -52,7 +53,9 @@ def variant_jobs(cfg: dict, setting: str, run_dir, points: list[tuple[str, float
         o = {**VARIANTS[name], "lr": lr}
         for s in seeds:
             cost = exp._cost(cfg, BILINEAR, o) * o.get("dim", cfg["dim"]) / cfg["dim"]
-            jobs.append({**exp._job("grid", setting, BILINEAR, s, cfg, "cpu", run_dir, cost, o), "variant": name})
+            jobs.append(
+                {**exp.training_job("grid", setting, BILINEAR, s, cfg, "cpu", run_dir, cost, o), "variant": name}
+            )
     return jobs
 
 
@@ -81,14 +84,14 @@ def rows_of(results: list[dict], block: str) -> list[dict]:
             seed=str(r["seed"]),
             metric=m,
             paper=PAPER if m == "test accuracy (%)" else None,
-            ours=exp._r2(r[k]),
+            ours=tables.r2(r[k]),
             sd=None,
             n_seeds=None,
         )
         for r in results
         for m, k in METRICS.items()
     ]
-    return exp.with_seed_means(rows, ["split", "variant", "lr", "metric"])
+    return tables.with_seed_means(rows, ["split", "variant", "lr", "metric"])
 
 
 def main() -> None:
@@ -137,7 +140,7 @@ def main() -> None:
     df = pd.DataFrame([row for name, results in blocks for row in rows_of(results, name)])
     models = {
         f"{exp.SETTINGS[r['setting']][1]} split, {r['variant']}: lr {r['config']['lr']:g}, "
-        f"seed {r['seed']}, {len(r['history'])} epochs": exp.run_record(r)
+        f"seed {r['seed']}, {len(r['history'])} epochs": tables.run_record(r)
         for r in grid + final
     }
     notes = (

@@ -24,6 +24,7 @@ import time
 import pandas as pd
 
 from orderlib.experiments import oe_wordnet as exp
+from orderlib.experiments import oe_wordnet_tables as tables
 from orderlib.reports import device_description, git_commit, training_provenance, write_table
 from orderlib.runs import run_paths
 
@@ -52,7 +53,9 @@ def point_jobs(
     for g in gammas:
         for s in seeds:
             o = {"negatives": tuple(negatives), "lr": lr, "model_kwargs": {"gamma": g}, **schedule}
-            jobs.append(exp._job("grid", setting, exp.DOE, s, cfg, "cpu", run_dir, exp._cost(cfg, exp.DOE, o), o))
+            jobs.append(
+                exp.training_job("grid", setting, exp.DOE, s, cfg, "cpu", run_dir, exp._cost(cfg, exp.DOE, o), o)
+            )
     return jobs
 
 
@@ -71,7 +74,7 @@ def rows_of(results: list[dict], block: str) -> list[dict]:
             seed=str(r["seed"]),
             metric=m,
             paper=None,
-            published=exp.PUBLISHED_LATER[exp.DOE] if m == "test accuracy (%)" else None,
+            published=tables.PUBLISHED_LATER[exp.DOE] if m == "test accuracy (%)" else None,
             ours=r[k],
             sd=None,
             n_seeds=None,
@@ -79,7 +82,7 @@ def rows_of(results: list[dict], block: str) -> list[dict]:
         for r in results
         for m, k in METRICS.items()
     ]
-    return exp.with_seed_means(rows, ["negatives", "gamma", "metric"])
+    return tables.with_seed_means(rows, ["negatives", "gamma", "metric"])
 
 
 def main() -> None:
@@ -120,7 +123,7 @@ def main() -> None:
     df = pd.DataFrame([row for name, results in blocks for row in rows_of(results, name)])
     models = {
         f"{name}: gamma {r['overrides']['model_kwargs']['gamma']:g}, "
-        f"{exp.negatives_label(r['overrides']['negatives'])}, seed {r['seed']}, {len(r['history'])} epochs": exp.run_record(
+        f"{exp.negatives_label(r['overrides']['negatives'])}, seed {r['seed']}, {len(r['history'])} epochs": tables.run_record(
             r
         )
         for name, results in blocks

@@ -37,8 +37,10 @@ import pandas as pd
 from orderlib.atomic import atomic_write_text
 from orderlib.checkpoint import code_version, fingerprint, load_checkpoint
 from orderlib.concepts import TRAINER_CODE, evaluation_trace
+from orderlib.eval.hypernymy import transitive_closure_accuracy
 from orderlib.eval.selection import choose_checkpoint
 from orderlib.experiments import oe_wordnet as exp
+from orderlib.experiments import oe_wordnet_tables as tables
 from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
 from orderlib.runs import run_paths
 from orderlib.training.workers import run_in_workers
@@ -231,7 +233,7 @@ def main() -> None:
                     chosen_epoch=r["best_epoch"] + 1,
                 )
             )
-    rows = exp.with_seed_means(rows, ["schedule", "split", "metric"])
+    rows = tables.with_seed_means(rows, ["schedule", "split", "metric"])
     sources = {}
     for setting in args.splits:  # the transitive closure on each split, for scale (split noise)
         _, data, g = split_data(args.preset, setting)
@@ -244,7 +246,7 @@ def main() -> None:
                 paper=88.2,
                 metric="test accuracy (%)",
                 published=None,
-                ours=exp.closure_accuracy(data),
+                ours=transitive_closure_accuracy(data),
                 chosen_epoch=None,
             )
         )

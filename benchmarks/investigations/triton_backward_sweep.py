@@ -188,7 +188,7 @@ def graphed(fn, *inputs):
 
 def forward(x, y, bn, bm, warps, stages, unroll):
     """orderlib's forward kernel with one fixed config (tile, warps, stages, unrolling)."""
-    return K.forward(x, y, K._forward_kernel, **K.meta((bn, bm, warps, stages, unroll), ("BN", "BM")))
+    return K.forward(x, y, K.forward_kernel, **K.meta((bn, bm, warps, stages, unroll), ("BN", "BM")))
 
 
 def one_pass(
@@ -431,8 +431,8 @@ def library_sweep(x, y, g, gemm: float, pairs: int, before: str | None, parts: l
     for c in configs:
         tile = K.meta(c, ("BA", "BK"))
         try:
-            got = K.backward(g, x, y, K._weighted_max_kernel, **tile)
-            sec = seconds(lambda: K.backward(g, x, y, K._weighted_max_kernel, **tile))
+            got = K.backward(g, x, y, K.weighted_max_kernel, **tile)
+            sec = seconds(lambda: K.backward(g, x, y, K.weighted_max_kernel, **tile))
         except Exception as exc:  # an unsupported config: say so, go on
             print(f"config {c}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
             continue

@@ -42,7 +42,7 @@ def compile_backward(config: tuple[int, int, int, int, int], arch: int = 90, fli
     const = {"FLIP": flip, "BA": rows, "BK": cols, "UNROLL": unroll, "STAGES": stages, **{n: 1 for n in UNIT}}
     aligned = {"d", "sqa", "spb", "swb", "sos", "soa"}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(sig) if sig[n].startswith("*") or n in aligned}
-    src = ASTSource(fn=K._weighted_max_kernel, signature=sig, constexprs=const, attrs=attrs)
+    src = ASTSource(fn=K.weighted_max_kernel, signature=sig, constexprs=const, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": warps, "num_stages": stages})
 
 

@@ -23,6 +23,7 @@ from orderlib.experiments import devise_pairs as exp
 from orderlib.experiments import utama
 from orderlib.reports import git_commit, report_meta
 from orderlib.runs import resolve_device, run_paths
+from orderlib.training.item_cnn import pretrain_item_cnn
 
 METRICS = ("hit@1", "hit@2", "hit@5", "hp@2", "hp@5", "hp@10")
 DEVISE, GLOSS, RAND, RAND_WORDS = (
@@ -51,7 +52,7 @@ def one_seed(cfg: dict, workdir, cnn, pretrained, gloss, device) -> tuple[pd.Dat
     data = exp.images(cfg, pairs)
     vectors = exp.label_vectors(pretrained, gloss, pairs, cfg["seed"])
     models, records = exp.train_rows(cnn, data, vectors, cfg, workdir, device)
-    metrics = exp.evaluate(models, cnn, vectors, data, pairs)
+    metrics = exp.pair_label_metrics(models, cnn, vectors, data, pairs)
     rows = [dict(method=r, metric=k, paper=None, ours=v[k]) for r, v in metrics.items() for k in METRICS]
     return pd.DataFrame(rows), records, fingerprint(*[x for split in data.values() for x in split])
 
@@ -62,7 +63,7 @@ def main() -> None:
     device = resolve_device("auto")
     paths = run_paths("devise_pair_labels", args.preset)
     ucfg, shared = utama.PRESETS[args.preset], run_paths("utama", args.preset).checkpoints
-    cnn, _ = utama.pretrain_cnn(ucfg, shared, device, progress=False)  # notebook 08's, loaded once
+    cnn, _ = pretrain_item_cnn(ucfg, shared, device, progress=False)  # notebook 08's, loaded once
     words, word_notes = utama.word_vectors(ucfg, shared)
     pretrained, gloss = words[utama.DEFAULT], words.get(utama.GLOSS, words[utama.DEFAULT])
     base = exp.PRESETS[args.preset]

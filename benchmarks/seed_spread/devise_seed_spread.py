@@ -103,7 +103,9 @@ def one_seed(cfg: dict, workdir, test) -> tuple[pd.DataFrame, dict, str]:
     fingerprint (Fashion-MNIST and the WordNet graph: the same for every seed)."""
     spaces = exp.label_spaces(cfg, workdir, progress=False)
     trained = exp.train_models(cfg, spaces, list(range(len(CLASSES))), workdir, progress=False)
-    t1 = exp.table1(exp.evaluate(trained, spaces, test.images, test.labels, spaces.classes), len(CLASSES))
+    t1 = exp.devise_table1(
+        exp.candidate_set_metrics(trained, spaces, test.images, test.labels, spaces.classes), len(CLASSES)
+    )
     seen = [c for c in range(len(CLASSES)) if c not in cfg["unseen"]]
     zs_trained = exp.train_models(cfg, spaces, seen, workdir, progress=False)
     held = np.isin(test.labels, cfg["unseen"])

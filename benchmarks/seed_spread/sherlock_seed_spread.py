@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from orderlib import spread
+from orderlib.eval.facts import retrieval_rows
 from orderlib.experiments import sherlock as exp
 from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
 from orderlib.runs import run_paths
@@ -34,7 +35,7 @@ METRICS = (("all facts", "K1"), ("all facts", "K10"), ("facts of the image's ord
 
 def metrics(method: str, dist: torch.Tensor, task) -> dict[str, float]:
     """Table 4's headline numbers (all test images, the strict protocol) of one model's distances."""
-    rows = pd.DataFrame(exp.retrieval_rows(method, dist, task, names=("strict",)))
+    rows = pd.DataFrame(retrieval_rows(method, dist, task, names=("strict",)))
     rows = rows[rows.scope == "all"]
     return {f"{m}, {c}": float(rows[(rows.candidates == c) & (rows.metric == m)].ours.iloc[0]) for c, m in METRICS}
 

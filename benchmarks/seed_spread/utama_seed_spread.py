@@ -18,8 +18,10 @@ import pandas as pd
 
 from orderlib import spread
 from orderlib.experiments import utama as exp
+from orderlib.experiments.utama_tables import utama_table1
 from orderlib.reports import git_commit, report_meta
 from orderlib.runs import resolve_device, run_paths
+from orderlib.training.item_cnn import pretrain_item_cnn
 from orderlib.training.workers import resolve_workers
 
 VP, LE, LSTM, FT, ORDER = (
@@ -51,11 +53,11 @@ KEYS = ["method", "metric"]  # what a row of the report is
 
 def one_seed(cfg: dict, workdir, device, workers: int) -> tuple[pd.DataFrame, dict, str]:
     """The headline rows of Table 1 for one seed, the models they rest on and the data's fingerprint."""
-    cnn, _ = exp.pretrain_cnn(cfg, workdir, device, progress=False)
+    cnn, _ = pretrain_item_cnn(cfg, workdir, device, progress=False)
     task = exp.standin_task(cfg, cnn)
     vectors, _ = exp.word_vectors(cfg, workdir)
     trained = exp.train_rows(cfg, task, vectors, workdir, cnn, device, False, rows=ROWS, workers=workers)
-    df = exp.table1(trained, task)
+    df = utama_table1(trained, task)
     df = df.assign(metric=df.protocol + " " + df.metric)
     df = df[df.metric.isin(METRICS) & df.method.isin(ROWS)][["method", "metric", "paper", "ours"]]
     return df, exp.model_records(trained, cnn), exp.data_fingerprint(task)

@@ -28,6 +28,7 @@ import pandas as pd
 
 from orderlib.concepts import concept_step_status
 from orderlib.experiments import oe_wordnet as exp
+from orderlib.experiments import oe_wordnet_tables as tables
 from orderlib.reports import device_description, git_commit, training_provenance, write_table
 from orderlib.runs import run_paths
 
@@ -66,7 +67,7 @@ def jobs_for(cfg: dict, seeds: list[int], run_dir: Path) -> list[dict]:
         o = chosen_overrides(method)
         for seed in seeds:
             for fused in (True, False):
-                j = exp._job("train", SETTING, method, seed, cfg, "cpu", run_dir, exp._cost(cfg, method, o), o)
+                j = exp.training_job("train", SETTING, method, seed, cfg, "cpu", run_dir, exp._cost(cfg, method, o), o)
                 if not fused and j["checkpoint"]:
                     j["checkpoint"] = j["checkpoint"].replace(".pt", "-pytorch-step.pt")
                 jobs.append({**j, "fused": fused})
@@ -80,7 +81,7 @@ def rows_of(jobs: list[dict], results: list[dict]) -> list[dict]:
     for j, r in zip(jobs, results):
         sec = r["seconds"] / max(1, r["epochs_run"])
         per_epoch[(r["method"], r["seed"], j["fused"])] = sec
-        paper = exp.PAPER_TABLE1.get(r["method"])
+        paper = tables.PAPER_TABLE1.get(r["method"])
         for metric, value in [
             ("seconds per epoch (train + dev/test evaluation)", sec),
             ("epochs trained", r["epochs_run"]),
@@ -94,7 +95,7 @@ def rows_of(jobs: list[dict], results: list[dict]) -> list[dict]:
                     seed=r["seed"],
                     metric=metric,
                     paper=paper if metric == "test accuracy (%)" else None,
-                    ours=exp._r2(value),
+                    ours=tables.r2(value),
                 )
             )
     for (method, seed, fused), sec in per_epoch.items():
@@ -106,7 +107,7 @@ def rows_of(jobs: list[dict], results: list[dict]) -> list[dict]:
                     seed=seed,
                     metric="speed-up per epoch (PyTorch / compiled)",
                     paper=None,
-                    ours=exp._r2(per_epoch[(method, seed, False)] / sec),
+                    ours=tables.r2(per_epoch[(method, seed, False)] / sec),
                 )
             )
     return rows
@@ -124,7 +125,9 @@ def main() -> None:
     jobs = jobs_for(cfg, args.seeds, paths.checkpoints)
     results = exp.run_jobs(jobs, workers)
     df = pd.DataFrame(rows_of(jobs, results))
-    models = {f"{r['method']}, seed {r['seed']}, {STEPS[j['fused']]}": exp.run_record(r) for j, r in zip(jobs, results)}
+    models = {
+        f"{r['method']}, seed {r['seed']}, {STEPS[j['fused']]}": tables.run_record(r) for j, r in zip(jobs, results)
+    }
     notes = (
         f"Notebook 01's {SETTING!r} setting ({args.preset} preset: WordNet {graph.version}, the notebook's "
         f"split, 50-d, batch 500 + 500, its schedule and early stopping on dev; density order embeddings and "

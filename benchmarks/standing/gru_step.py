@@ -36,7 +36,7 @@ from orderlib.encoders.sentence import Vocab
 from orderlib.experiments import oe_retrieval, oe_snli
 from orderlib.losses import in_batch_loss
 from orderlib.reports import device_description, write_table
-from orderlib.training.entailment import _build, prepare
+from orderlib.training.entailment import prepare, seeded_model
 from orderlib.training.retrieval import build_model
 
 GRU_RECURRENCE = sentence.gru_last_hidden
@@ -80,7 +80,7 @@ def table3_task(steps: int):
     train, dev, test, _ = oe_snli.splits("snli", cfg_all)
     data = prepare(train, dev, test)
     cfg = oe_snli.model_config("order-embeddings", cfg_all)
-    model = _build(cfg, len(data.vocab), torch.device("cpu"))
+    model = seeded_model(cfg, len(data.vocab), torch.device("cpu"))
     order = np.random.default_rng(0).permutation(len(data.train))
     batches = [order[b * cfg.batch : (b + 1) * cfg.batch] for b in range(steps)]
 

@@ -41,11 +41,6 @@ def add_kind(p, required: bool = True) -> None:
     )
 
 
-def as_distance(matrix: np.ndarray, kind: str) -> np.ndarray:
-    """Low = match."""
-    return matrix if kind == "distance" else -matrix
-
-
 def as_score(matrix: np.ndarray, kind: str) -> np.ndarray:
     """High = match."""
     return -matrix if kind == "distance" else matrix

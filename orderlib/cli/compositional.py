@@ -8,9 +8,10 @@ import pandas as pd
 import torch
 
 from orderlib.cli.common import add_kind, add_output, add_parser, as_score, parse_ks
-from orderlib.cli.inputs import InputError, read_ints, read_matrix
+from orderlib.cli.inputs import read_ints, read_matrix
 from orderlib.cli.report import Report
-from orderlib.eval.compositional import generalised_sweep, sampled_sweep, topk_accuracy
+from orderlib.errors import InputError
+from orderlib.eval.compositional import closed_world_topk, generalised_sweep, sampled_sweep
 from orderlib.eval.retrieval import PRIMARY_TIES
 
 EXAMPLE = """\
@@ -64,12 +65,8 @@ def load(args) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def closed_world(scores: np.ndarray, labels: np.ndarray, unseen: np.ndarray, ks, method: str) -> list[dict]:
     """Top-k of the images of unseen pairs among the unseen pairs, and chance."""
-    cols = np.flatnonzero(unseen)
-    rows = np.flatnonzero(unseen[labels])
-    target = np.searchsorted(cols, labels[rows])
-    acc = topk_accuracy(torch.as_tensor(scores[rows][:, cols]), torch.as_tensor(target), ks)
-    chance = {f"top-{k}": 100.0 * min(k, len(cols)) / len(cols) for k in ks}
-    chance["average"] = float(np.mean(list(chance.values())))
+    acc = closed_world_topk(scores, labels, unseen, ks)
+    chance = acc.pop("chance")
     return [
         dict(method=name, protocol="closed world", metric=m, paper=None, ours=v)
         for name, values in ((method, acc), ("chance", chance))

@@ -3,18 +3,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from types import SimpleNamespace
-
 import numpy as np
 import pandas as pd
-import torch
 
-from orderlib.cli.common import add_kind, add_output, add_parser, as_distance
-from orderlib.cli.inputs import InputError, read_ints, read_matrix, read_rows
+from orderlib.cli.common import add_kind, add_output, add_parser
+from orderlib.cli.inputs import read_ints, read_matrix, read_rows
 from orderlib.cli.report import Report
 from orderlib.data.facts import Fact
-from orderlib.eval.facts import DOT_SCORED, PROTOCOLS, retrieval_rows
+from orderlib.errors import InputError
+from orderlib.eval.facts import fact_retrieval
 
 WILDCARD = ("", "*", "-")
 FACT_COLUMNS = ("order", "S", "P", "O")
@@ -42,15 +39,6 @@ def add(sub) -> None:
     p.set_defaults(run=run, command="eval facts")
 
 
-@dataclass
-class FactInput:
-    """What the Sherlock protocols read of a task: the facts, their orders, the test images' facts."""
-
-    facts: list[Fact]
-    orders: torch.Tensor  # (F,)
-    test: SimpleNamespace  # .fact (N,) int64
-
-
 def read_facts(path) -> list[Fact]:
     """Facts of order 1 (<S>), 2 (<S,P>), 3 (<S,P,O>): the slots up to the order filled, the rest '*'."""
     facts, seen = [], {}
@@ -69,7 +57,8 @@ def read_facts(path) -> list[Fact]:
     return facts
 
 
-def load(args) -> tuple[torch.Tensor, FactInput]:
+def load(args) -> tuple[np.ndarray, list[Fact], np.ndarray]:
+    """(matrix (N, F), facts, each image's fact (N,))."""
     facts = read_facts(args.facts)
     m = read_matrix(args.matrix)
     if m.shape[1] != len(facts):
@@ -85,18 +74,15 @@ def load(args) -> tuple[torch.Tensor, FactInput]:
             f"{int((m < 0).sum())} negative distances; `implied` reads distances as squared distances (>= 0): "
             "give scores with --kind similarity",
         )
-    orders = torch.tensor([f.order for f in facts])
-    return torch.as_tensor(as_distance(m, args.kind)), FactInput(facts, orders, SimpleNamespace(fact=labels))
+    return m, facts, labels
 
 
 def run(args) -> Report:
-    dist, task = load(args)
-    # The protocols read a score matrix as minus a distance under the `implied` script's `dot` for
-    # the methods DOT_SCORED names; a distance gets the script's per-fact `euc` scores.
-    library_method = DOT_SCORED[0] if args.kind == "similarity" else "distance"
-    rows = retrieval_rows(library_method, dist, task, paper={}, names=PROTOCOLS)
-    table = pd.DataFrame(rows).assign(method=args.method)
-    n_images = np.bincount(task.test.fact, minlength=len(task.facts))
+    m, facts, labels = load(args)
+    # `implied` scores similarities as they are (the script's `dot`), distances by its per-fact `euc`.
+    scoring = "dot" if args.kind == "similarity" else "euc"
+    table = pd.DataFrame(fact_retrieval(m, facts, labels, args.kind, scoring).rows(args.method))
+    n_images = np.bincount(labels, minlength=len(facts))
     return Report(
         table=table,
         protocol="Sherlock's strict (GetSherlockResults.m) and implied (GetSherlockResults_notharsh_v2.m); "
@@ -107,8 +93,8 @@ def run(args) -> Report:
         inputs={"matrix": args.matrix, "facts": args.facts, "labels": args.labels},
         settings={
             "kind": args.kind,
-            "facts": len(task.facts),
-            "images": int(len(task.test.fact)),
+            "facts": len(facts),
+            "images": int(len(labels)),
             "facts with test images": int((n_images > 0).sum()),
         },
         title=f"Fact retrieval: {args.method}",

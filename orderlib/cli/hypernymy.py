@@ -10,23 +10,21 @@ import numpy as np
 import pandas as pd
 import torch
 
-from orderlib import penalties
 from orderlib.cli.common import add_output, add_parser
-from orderlib.cli.inputs import InputError, index_names, read_embeddings, read_lines, read_rows
+from orderlib.cli.inputs import index_names, read_embeddings, read_lines, read_rows
 from orderlib.cli.report import Report
-from orderlib.data.hypernymy import PROTOCOLS, closure_pairs, listed_pairs, make_splits, transitive_closure_predict
-from orderlib.eval.threshold import best_threshold, roc_points, threshold_accuracy
+from orderlib.concepts.rows import FROM_SCRATCH, TABLE1_DEFAULTS, row_config, train_row
+from orderlib.data.hypernymy import SPLIT_PROTOCOLS, closure_pairs, listed_pairs, make_splits
+from orderlib.errors import InputError
+from orderlib.eval.hypernymy import TIE_RULE, hypernymy_metrics, pair_energies, transitive_closure_accuracy
+from orderlib.paths import slug
 
-# energy(hyponym (B, D), hypernym (B, D)) -> (B,), low = "is a"; the specific side first, as in penalties.
-ENERGIES = {
-    "order": penalties.order_violation,  # ||max(0, hypernym - hyponym)||^2, Eq. (2) of Vendrov et al.
-    "cosine": penalties.cosine_distance,  # the symmetric row
-    "poincare": lambda x, y: penalties.poincare_isa_energy(x, y, alpha=1.0),  # Table 1's Poincaré row (alpha 1)
-    "cone": penalties.cone_violation,  # hyperbolic entailment cones, K = 0.1
-}
+# The energies of orderlib.penalties.ENERGIES a hypernymy table's rows are scored by (low = "is a"):
+# order (Eq. (2) of Vendrov et al.), cosine (the symmetric row), poincare (Table 1's Poincaré row,
+# alpha 1) and cone (hyperbolic entailment cones, K = 0.1).
+HYPERNYMY_ENERGIES = ("order", "cosine", "poincare", "cone")
 LABELS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 PAIR_COLUMNS = ("hyponym", "hypernym", "label")
-TIE_RULE = "the threshold cuts between distinct energies only (ties never split); the lowest best cut wins"
 PROTOCOL = "positive iff E(hyponym, hypernym) <= tau, tau chosen on dev (best_threshold), applied to test"
 EVAL_EXAMPLE = """\
   orderlib eval hypernymy --embeddings tests/data/cli/hypernymy_embeddings.npz \\
@@ -53,7 +51,7 @@ def add_eval(sub) -> None:
     g.add_argument("--vocab", help="one name a line, row order of --embeddings (where it has no names)")
     g.add_argument("--test", required=True, help="TSV/CSV: hyponym, hypernym, label (1/0 or true/false)")
     g.add_argument("--dev", required=True, help="the same layout; chooses the threshold")
-    g.add_argument("--energy", choices=sorted(ENERGIES), default="order", help="(default order)")
+    g.add_argument("--energy", choices=sorted(HYPERNYMY_ENERGIES), default="order", help="(default order)")
     add_output(p, "hypernymy")
     p.set_defaults(run=run_eval, command="eval hypernymy")
 
@@ -83,56 +81,18 @@ def read_pairs(path, vocab: dict[str, int], vocab_path: str) -> tuple[np.ndarray
     return np.asarray(pairs, np.int64), np.asarray(labels, bool)
 
 
-def pair_energies(x: torch.Tensor, pairs: np.ndarray, energy: str, path: str) -> np.ndarray:
-    p = torch.as_tensor(pairs)
-    with torch.no_grad():
-        e = ENERGIES[energy](x[p[:, 0]], x[p[:, 1]]).double().numpy()
-    bad = ~np.isfinite(e)
-    if bad.any():
-        raise InputError(
-            path, f"the {energy} energy is NaN or inf for {int(bad.sum())} pairs (first: row {bad.argmax()})"
-        )
-    return e
-
-
-def curve(energies: np.ndarray, labels: np.ndarray, split: str) -> pd.DataFrame:
-    """ROC points (roc_points) with the cut each one is: positive iff E <= threshold."""
-    fpr, tpr = roc_points(energies, labels)
-    cuts = np.r_[-np.inf, np.unique(energies)]
-    return pd.DataFrame({"split": split, "threshold": cuts, "false positive rate": fpr, "true positive rate": tpr})
-
-
-def ap_auc(energies: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
-    """(AP, ROC AUC) in %: AP sums precision over the recall steps of roc_points (tied energies one step)."""
-    fpr, tpr = roc_points(energies, labels)
-    tp, fp = tpr * labels.sum(), fpr * (~labels).sum()
-    precision = np.divide(tp, tp + fp, out=np.ones_like(tp), where=tp + fp > 0)
-    return 100.0 * float(np.sum(np.diff(tpr) * precision[1:])), 100.0 * float(np.trapezoid(tpr, fpr))
-
-
-def threshold_rows(method: str, dev: tuple, test: tuple) -> tuple[list[dict], pd.DataFrame]:
-    """Rows of the threshold protocol from (energies, labels) of dev and test, and the ROC points."""
-    tau, dev_acc = best_threshold(*dev)
-    rows = [dict(method=method, split="dev", metric="threshold (chosen on dev)", paper=None, ours=tau)]
-    for split, (e, y) in (("dev", dev), ("test", test)):
-        ap, auc = ap_auc(e, y)
-        acc = dev_acc if split == "dev" else threshold_accuracy(e, y, tau)
-        for metric, value in (
-            ("accuracy (%)", 100.0 * acc),
-            ("AP (%)", ap),
-            ("ROC AUC (%)", auc),
-            ("pairs", float(len(y))),
-            ("positives", float(y.sum())),
-        ):
-            rows.append(dict(method=method, split=split, metric=metric, paper=None, ours=value))
-    return rows, pd.concat([curve(*dev, "dev"), curve(*test, "test")], ignore_index=True)
-
-
 def _check_labels(path, labels: np.ndarray) -> None:
     if labels.all() or not labels.any():
         raise InputError(
             path, f"all {len(labels)} pairs are {'positive' if labels.all() else 'negative'}; needs both labels"
         )
+
+
+def energies_of(x: torch.Tensor, pairs: np.ndarray, energy: str, path: str) -> np.ndarray:
+    try:
+        return pair_energies(x, pairs, energy)
+    except InputError as exc:
+        raise InputError(path, exc.what) from None
 
 
 def run_eval(args) -> Report:
@@ -141,20 +101,20 @@ def run_eval(args) -> Report:
     for split, path in (("dev", args.dev), ("test", args.test)):
         pairs, labels = read_pairs(path, vocab, vocab_path)
         _check_labels(path, labels)
-        splits[split] = (pair_energies(x, pairs, args.energy, path), labels)
-    rows, roc = threshold_rows(args.method, splits["dev"], splits["test"])
+        splits[split] = (energies_of(x, pairs, args.energy, path), labels)
+    result = hypernymy_metrics(*splits["dev"], *splits["test"])
     inputs = {"embeddings": args.embeddings, "dev": args.dev, "test": args.test}
     if args.vocab:
         inputs["vocab"] = args.vocab
     return Report(
-        table=pd.DataFrame(rows),
+        table=pd.DataFrame(result.rows(args.method)),
         protocol=f"{PROTOCOL}; energy {args.energy}",
         ties=TIE_RULE,
         inputs=inputs,
         settings={"energy": args.energy},
         title=f"Hypernym prediction: {args.method}",
         notes="ROC points: <id>_roc.csv. AP: precision summed over recall steps, tied energies as one step.",
-        extra={"_roc.csv": roc.to_csv(index=False).encode()},
+        extra={"_roc.csv": result.roc.to_csv(index=False).encode()},
     )
 
 
@@ -169,14 +129,14 @@ def add_train(sub) -> None:
         "Split the transitive closure of your child -> parent edges as Table 1 does (held-out positives, "
         "negatives by corrupting one side), train, choose the threshold on dev, and write the test "
         "numbers and <id>_embeddings.npz (names, embeddings). Checkpoints resume. Unset settings follow "
-        "Table 1's full preset, the paper's settings (orderlib.experiments.oe_wordnet.PRESETS['full']).",
+        "Table 1's settings, the paper's where it gives them (orderlib.concepts.rows).",
         TRAIN_EXAMPLE,
     )
     g = p.add_argument_group("input")
     g.add_argument("--edges", required=True, help="TSV/CSV of child, parent edges (names), a DAG")
     g.add_argument(
         "--protocol",
-        choices=PROTOCOLS,
+        choices=SPLIT_PROTOCOLS,
         default="paper",
         help="paper: listed pairs, unchecked negatives; clean: distinct pairs, verified negatives",
     )
@@ -251,21 +211,12 @@ def find_cycle(parents: list[list[int]]) -> list[int] | None:
     return None
 
 
-def table1():
-    """The Table 1 experiment module: the one place the command reaches Table 1's trainer."""
-    from orderlib.experiments import oe_wordnet
-
-    return oe_wordnet
-
-
 def train_table1_row(data, model: str, settings: dict, seed: int, device, checkpoint: Path, progress: bool):
-    """Train one Table 1 row on `data` (orderlib.data.hypernymy.HypernymyData) with the full preset's
-    settings overridden by `settings` (None: the preset's). Returns (ThresholdResult, state dict of the
-    model, energies of data.dev, energies of data.test). The only call into the trainer."""
-    t1 = table1()
-    cfg = {**t1.PRESETS["full"], **{k: v for k, v in settings.items() if k in ("dim", "batch") and v is not None}}
-    overrides = {k: v for k, v in settings.items() if k not in ("dim", "batch") and v is not None}
-    result = t1.train_row(data, t1.model_config(model, cfg, seed, **overrides), device, checkpoint, progress)
+    """Train one Table 1 row on `data` (orderlib.data.hypernymy.HypernymyData) with its settings
+    (orderlib.concepts.rows) overridden by `settings` (None: the row's). Returns (ThresholdResult,
+    state dict of the model, energies of data.dev, energies of data.test)."""
+    config = row_config(model, seed, **{k: v for k, v in settings.items() if v is not None})
+    result = train_row(data, config, device, checkpoint, progress)
     energies = [
         result.model.energies(torch.as_tensor(p, device=device)).double().cpu().numpy() for p in (data.dev, data.test)
     ]
@@ -273,15 +224,9 @@ def train_table1_row(data, model: str, settings: dict, seed: int, device, checkp
     return result, state, *energies
 
 
-def trainable() -> list[str]:
-    """Table 1's learned rows that train from scratch (the cones start from Poincaré embeddings)."""
-    return [m for m in table1().LEARNED if m != "hyperbolic entailment cones"]
-
-
 def preset_defaults() -> dict:
-    """The split settings of Table 1's full preset."""
-    full = table1().PRESETS["full"]
-    return {"n_test": full["n_test"], "n_dev": full["n_dev"], "split_seed": full["split_seed"]}
+    """The split settings of Table 1 (orderlib.concepts.rows.TABLE1_DEFAULTS)."""
+    return {k: TABLE1_DEFAULTS[k] for k in ("n_test", "n_dev", "split_seed")}
 
 
 def split_data(args, parents: list[list[int]]):
@@ -306,30 +251,24 @@ def embeddings_npz(names: list[str], state: dict) -> bytes:
     return buf.getvalue()
 
 
-def closure_row(data) -> dict:
-    """Table 1's transitive closure baseline: train and dev positives known, no threshold."""
-    known = np.r_[data.train, data.dev[data.dev_labels]]
-    acc = 100 * float((transitive_closure_predict(known, data.test, data.n_nodes) == data.test_labels).mean())
-    return dict(method="transitive closure", split="test", metric="accuracy (%)", paper=None, ours=acc)
-
-
 def run_train(args) -> Report:
-    learned = trainable()
+    learned = FROM_SCRATCH
     if args.model not in learned:
         raise InputError("--model", f"{args.model!r} is not one of Table 1's learned rows {learned}")
     names, parents = read_edges(args.edges)
     data, split = split_data(args, parents)
     ckpt_dir = Path(args.checkpoints or Path(args.out) / "checkpoints")
-    checkpoint = ckpt_dir / f"{table1().slug(args.model)}-seed{args.seed}.pt"
+    checkpoint = ckpt_dir / f"{slug(args.model)}-seed{args.seed}.pt"
     settings = {k: getattr(args, k) for k in ("dim", "batch", "epochs", "patience", "lr", "margin")}
     result, state, e_dev, e_test = train_table1_row(
         data, args.model, settings, args.seed, torch.device(args.device), checkpoint, not args.quiet
     )
-    rows, roc = threshold_rows(args.model, (e_dev, data.dev_labels), (e_test, data.test_labels))
-    rows += [
+    metrics = hypernymy_metrics(e_dev, data.dev_labels, e_test, data.test_labels)
+    closure = transitive_closure_accuracy(data)
+    rows = metrics.rows(args.model) + [
         dict(method=args.model, split="dev", metric="best epoch", paper=None, ours=float(result.best_epoch)),
         dict(method=args.model, split="dev", metric="epochs run", paper=None, ours=float(len(result.history))),
-        closure_row(data),
+        dict(method="transitive closure", split="test", metric="accuracy (%)", paper=None, ours=closure),
         *[dict(method="split", split="", metric=k, paper=None, ours=float(v)) for k, v in data.stats.items()],
     ]
     verb = "loaded from the checkpoint (not retrained)" if result.resumed else "trained"
@@ -349,6 +288,6 @@ def run_train(args) -> Report:
         },
         title=f"Hypernym prediction on {Path(args.edges).name}: {args.model}",
         notes="Embeddings: <id>_embeddings.npz (names, embeddings); ROC points: <id>_roc.csv.",
-        extra={"_roc.csv": roc.to_csv(index=False).encode(), "_embeddings.npz": embeddings_npz(names, state)},
+        extra={"_roc.csv": metrics.roc.to_csv(index=False).encode(), "_embeddings.npz": embeddings_npz(names, state)},
         info=[f"{args.model}: {verb}, {len(result.history)} epochs; checkpoint {checkpoint}"],
     )

@@ -7,14 +7,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from orderlib.cli.common import add_kind, add_output, add_parser, as_distance
-from orderlib.cli.inputs import Embeddings, InputError, read_embeddings, read_matrix
+from orderlib.cli.common import add_kind, add_output, add_parser
+from orderlib.cli.inputs import Embeddings, read_embeddings, read_matrix
 from orderlib.cli.report import Report
-from orderlib.encoders.joint import PENALTIES
-from orderlib.eval.retrieval import PRIMARY_TIES, TIE_COLUMNS, TIES, evaluate_retrieval, tie_columns
+from orderlib.errors import InputError
+from orderlib.eval.retrieval import (
+    PRIMARY_TIES,
+    RETRIEVAL_PROTOCOLS,
+    TIE_COLUMNS,
+    TIES,
+    retrieval_metrics,
+    retrieval_metrics_of_embeddings,
+)
+from orderlib.penalties import MATRIX_ENERGIES
 
-PROTOCOLS = ("5k", "1k", "all")
-SIDES = {"caption retrieval": "image→text", "image retrieval": "text→image"}
 TIES_NOTE = (
     "ours: the expected value under uniformly random tie-breaking; "
     + ", ".join(f"'{col}': {rule}" for rule, col in TIE_COLUMNS.items())
@@ -45,7 +51,9 @@ def add(sub) -> None:
         help="caption embeddings (captions-per-image x N, D) in image order; .jsonl / .npz may carry each "
         "caption's `image` (and `id`) instead",
     )
-    g.add_argument("--score", choices=sorted(PENALTIES), default="order", help="penalty of embeddings (default order)")
+    g.add_argument(
+        "--score", choices=sorted(MATRIX_ENERGIES), default="order", help="penalty of embeddings (default order)"
+    )
     g.add_argument("--matrix", help="precomputed (N images, captions-per-image x N captions) matrix")
     add_kind(g, required=False)
     g.add_argument("--captions-per-image", type=int, default=5, help="(default 5)")
@@ -53,7 +61,7 @@ def add(sub) -> None:
     e.add_argument(
         "--protocol",
         nargs="+",
-        choices=PROTOCOLS,
+        choices=RETRIEVAL_PROTOCOLS,
         default=["all"],
         help="1k: folds of --fold-size images, each and their mean; 5k: 5 x --fold-size images at once; "
         "all: every image at once (default all)",
@@ -61,16 +69,6 @@ def add(sub) -> None:
     e.add_argument("--fold-size", type=int, default=1000, help="images per 1k fold (default 1000)")
     add_output(p, "retrieval")
     p.set_defaults(run=run, command="eval retrieval")
-
-
-def _matrix_penalty(matrix: torch.Tensor):
-    """A penalty function over row-index "embeddings": evaluate_retrieval then reads the matrix."""
-
-    def penalty(images: torch.Tensor, captions: torch.Tensor) -> torch.Tensor:
-        rows, cols = images[:, 0].long(), captions[:, 0].long()
-        return matrix[rows[:, None], cols[None, :]]
-
-    return penalty
 
 
 def _grouped_captions(caps: Embeddings, ims: Embeddings, per: int, images_path: str) -> np.ndarray:
@@ -113,72 +111,42 @@ def load_embeddings(args) -> tuple[torch.Tensor, torch.Tensor, dict]:
     return images, captions, {"images": args.images, "captions": args.captions}
 
 
-def load_matrix(args) -> tuple[torch.Tensor, torch.Tensor, object, dict]:
+def load_matrix(args) -> tuple[np.ndarray, dict]:
     if args.kind is None:
         raise InputError(args.matrix, "--matrix needs --kind distance or --kind similarity")
-    m = as_distance(read_matrix(args.matrix), args.kind)
+    m = read_matrix(args.matrix)
     n, per = m.shape[0], args.captions_per_image
     if m.shape[1] != per * n:
         raise InputError(
             args.matrix, f"shape {tuple(m.shape)}: {m.shape[1]} captions for {n} images, expected {per} x {n}"
         )
-    images = torch.arange(n, dtype=torch.float64)[:, None]
-    captions = torch.arange(per * n, dtype=torch.float64)[:, None]
-    return images, captions, _matrix_penalty(torch.as_tensor(m)), {"matrix": args.matrix}
+    return m, {"matrix": args.matrix}
 
 
-def folds_of(protocol: str, n: int, fold_size: int, path: str) -> int:
-    """How many equal folds `protocol` splits n images into (1 for 5k and all)."""
-    if fold_size < 1:
-        raise InputError(path, f"--fold-size must be >= 1, got {fold_size}")
-    if protocol == "1k" and n % fold_size:
-        raise InputError(path, f"{n} images do not split into folds of {fold_size} (--fold-size)")
-    if protocol == "5k" and n != 5 * fold_size:
-        raise InputError(
-            path,
-            f"{n} images; the 5k protocol takes 5 x {fold_size} (--fold-size) = {5 * fold_size}; use --protocol all",
+def results(args) -> tuple[list, dict, str]:
+    """The RetrievalResult of each protocol asked for, the inputs and how the pairs were scored."""
+    where = args.matrix or args.images
+    if args.fold_size < 1:
+        raise InputError(where, f"--fold-size must be >= 1, got {args.fold_size}")
+    if args.matrix:
+        m, inputs = load_matrix(args)
+        scoring = f"precomputed {args.kind} matrix"
+        evaluate = lambda protocol: retrieval_metrics(
+            m, args.kind, args.captions_per_image, protocol, args.fold_size, TIES
         )
-    return n // fold_size if protocol == "1k" else 1
-
-
-def result_rows(method: str, protocol: str, fold: str, images: int, by_rule: dict) -> list[dict]:
-    """Long rows of one evaluate_retrieval(..., ties=TIES) result."""
-    base = dict(method=method, protocol=protocol, fold=fold, images=images)
-    rows = [
-        dict(
-            base,
-            direction=direction,
-            metric=metric,
-            paper=None,
-            **tie_columns({rule: by_rule[rule][side][metric] for rule in TIES}),
+    else:
+        images, captions, inputs = load_embeddings(args)
+        scoring = f"{args.score} penalty of the embeddings (orderlib.encoders.joint)"
+        evaluate = lambda protocol: retrieval_metrics_of_embeddings(
+            images, captions, args.score, args.captions_per_image, protocol, args.fold_size, TIES
         )
-        for side, direction in SIDES.items()
-        for metric in by_rule[PRIMARY_TIES][side]
-    ]
-    rows.append(
-        dict(
-            base,
-            direction="both",
-            metric="rsum",
-            paper=None,
-            **tie_columns({rule: by_rule[rule]["rsum"] for rule in TIES}),
-        )
-    )
-    return rows
-
-
-def evaluate(images, captions, penalty, per: int, protocol: str, folds: int, method: str) -> list[dict]:
-    """Rows of one protocol: each fold, then their mean (1k), or all images at once."""
-    n = images.shape[0]
-    size = n // folds
-    if protocol != "1k":
-        return result_rows(method, protocol, "all", n, evaluate_retrieval(images, captions, penalty, per, ties=TIES))
-    rows = []
-    for f in range(folds):
-        im, cap = images[f * size : (f + 1) * size], captions[f * size * per : (f + 1) * size * per]
-        rows += result_rows(method, protocol, str(f + 1), size, evaluate_retrieval(im, cap, penalty, per, ties=TIES))
-    mean = evaluate_retrieval(images, captions, penalty, per, folds, ties=TIES)
-    return rows + result_rows(method, protocol, "mean", size, mean)
+    out = []
+    for protocol in dict.fromkeys(args.protocol):
+        try:
+            out.append(evaluate(protocol))
+        except InputError as exc:  # the protocol does not fit the images: name the file and the option
+            raise InputError(where, f"{exc.what} (--fold-size {args.fold_size}, --protocol {protocol})") from None
+    return out, inputs, scoring
 
 
 def run(args) -> Report:
@@ -186,21 +154,12 @@ def run(args) -> Report:
         raise InputError("--images/--matrix", "give either --images and --captions, or --matrix")
     if args.captions_per_image < 1:
         raise InputError("--captions-per-image", f"must be >= 1, got {args.captions_per_image}")
-    if args.matrix:
-        images, captions, penalty, inputs = load_matrix(args)
-        scoring = f"precomputed {args.kind} matrix"
-    else:
-        images, captions, inputs = load_embeddings(args)
-        penalty, scoring = PENALTIES[args.score][0], f"{args.score} penalty of the embeddings (orderlib.encoders.joint)"
-    where = args.matrix or args.images
-    folds = {p: folds_of(p, images.shape[0], args.fold_size, where) for p in dict.fromkeys(args.protocol)}
-    rows = []
-    for protocol, k in folds.items():
-        rows += evaluate(images, captions, penalty, args.captions_per_image, protocol, k, args.method)
+    protocols, inputs, scoring = results(args)
+    rows = [row for r in protocols for row in r.rows(args.method)]
     return Report(
         table=pd.DataFrame(rows),
-        protocol=f"{', '.join(folds)} (fold size {args.fold_size}); {args.captions_per_image} captions per image; "
-        f"scored by the {scoring}",
+        protocol=f"{', '.join(r.protocol for r in protocols)} (fold size {args.fold_size}); "
+        f"{args.captions_per_image} captions per image; scored by the {scoring}",
         ties=f"{PRIMARY_TIES} (ours); also {', '.join(TIE_COLUMNS.values())}",
         inputs=inputs,
         settings={
@@ -208,7 +167,7 @@ def run(args) -> Report:
             "kind": args.kind,
             "fold_size": args.fold_size,
             "captions_per_image": args.captions_per_image,
-            "protocols": list(folds),
+            "protocols": [r.protocol for r in protocols],
         },
         title=f"Caption-image retrieval: {args.method}",
         notes=TIES_NOTE,

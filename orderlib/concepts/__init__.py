@@ -17,7 +17,13 @@ from orderlib.concepts.models import CONCEPT_MODELS, build_concept_model
 from orderlib.concepts.negatives import NEGATIVE_KINDS
 from orderlib.concepts.spec import TableSpec
 from orderlib.concepts.step import OPTIMIZERS, build_step
-from orderlib.concepts.train import TRAINER_CODE, HypernymyConfig, evaluate, evaluation_trace, train_concept_model
+from orderlib.concepts.train import (
+    TRAINER_CODE,
+    HypernymyConfig,
+    evaluation_trace,
+    hypernymy_accuracy,
+    train_concept_model,
+)
 from orderlib.concepts.word2gauss import Word2GaussConfig, train_word2gauss
 
 __all__ = [
@@ -32,8 +38,8 @@ __all__ = [
     "build_concept_model",
     "build_step",
     "concept_step_status",
-    "evaluate",
     "evaluation_trace",
+    "hypernymy_accuracy",
     "init_from_poincare",
     "train_concept_model",
     "train_word2gauss",

@@ -31,7 +31,7 @@ class ConceptModel(nn.Module):
 
     def compiled_energy(self) -> dict | None:
         """Describe the energy for the compiled step (orderlib/concepts/compiled.py): its name in
-        `compiled.ENERGIES`, its parameters in that order and, optionally, the dense parameters it
+        `orderlib.penalties.ENERGIES` (with a `kernel` code), its parameters in that order and, optionally, the dense parameters it
         reads ("dense"); None where the model has no compiled form."""
         return None
 

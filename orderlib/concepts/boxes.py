@@ -72,6 +72,6 @@ class GumbelBoxEmbedding(_SigmoidBoxes):
 
     def compiled_energy(self):
         return {
-            "energy": "gumbel_box",
+            "energy": "gumbel-box",
             "params": [self.beta, self.beta if self.temperature is None else self.temperature],
         }

@@ -3,7 +3,7 @@ word2gauss's loop (csrc/word2gauss.cpp), built on first use like the penalty ker
 
 The step does energy, loss, a hand-written gradient, lazy Adam and the constraint in one pass over
 the touched rows, where the PyTorch step makes about 50 small ATen calls: 2.3-6.1x faster per epoch
-(benchmarks/standing/concept_step.py). It is bound once per run (`CompiledStep`), reads every table's
+(benchmarks/standing/concept_step.py). It is bound once per run (`BoundKernel`), reads every table's
 constraint from the model's `TableSpec`s, and keeps its optimiser state in the `RowAdam` it is given,
 so checkpoints are the same either way. ORDERLIB_FUSED=0 never builds or uses it.
 """
@@ -18,23 +18,15 @@ import torch
 from orderlib.checkpoint import cpp_code, fingerprint
 from orderlib.concepts.row_adam import RowAdam
 from orderlib.kernels import build_flags, built
+from orderlib.penalties import ENERGIES
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
 STEP_SOURCE = CSRC / "concept_step.cpp"
 W2G_SOURCE = CSRC / "word2gauss.cpp"
 
-# the kernel's energy codes, and the parameters each takes (a model's compiled_energy()["params"], in order)
-ENERGIES = {
-    "order_violation": (0, []),
-    "cosine": (1, ["eps"]),
-    "density_order": (2, ["gamma", "normalize"]),
-    "box": (3, ["temperature"]),
-    "gumbel_box": (4, ["beta", "temperature"]),
-    "bilinear": (5, []),
-    "poincare_distance": (6, []),
-    "cones": (7, ["K"]),
-}
-LOSSES = {"max_margin": 0, "ranking_hinge": 1, "binary_cross_entropy": 2, "logistic_ranking": 3}  # the kernel's codes
+# The kernel's energy codes and parameters are orderlib.penalties.ENERGIES' `kernel` and `kernel_params`
+# (a model's compiled_energy() names its energy there and gives those parameters, in order).
+LOSS_CODES = {"max_margin": 0, "ranking_hinge": 1, "binary_cross_entropy": 2, "logistic_ranking": 3}
 
 _step: dict = {}
 _w2g: dict = {}
@@ -86,13 +78,13 @@ def applies(model, optimizer: str, loss: str, device) -> bool:
         energy is not None
         and optimizer in ("lazy_adam", "sparse_adam")
         and _dense_names(model) == energy.get("dense", [])
-        and loss in LOSSES
+        and loss in LOSS_CODES
         and torch.device(device).type == "cpu"
         and all(t.dtype in (torch.float32, torch.float64) for t in model.tables().values())
     )
 
 
-class CompiledStep:
+class BoundKernel:
     """The compiled kernel bound to one model and its RowAdam: `(pairs ((1 + K) B, 2), B) -> loss`
     steps the rows; the energy's dense parameters (if any) are left with their gradient in `.grad`."""
 
@@ -101,7 +93,8 @@ class CompiledStep:
         if kernel is None:
             raise RuntimeError(f"the compiled table-model step is unavailable ({concept_step_status()})")
         energy, specs = model.compiled_energy(), model.table_specs()
-        code, names = ENERGIES[energy["energy"]]
+        registered = ENERGIES[energy["energy"]]
+        code, names = registered.kernel, list(registered.kernel_params)
         if len(energy["params"]) != len(names):
             raise ValueError(f"{energy['energy']} takes parameters {names}, got {energy['params']}")
         self.rows = rows
@@ -125,7 +118,7 @@ class CompiledStep:
             catch_up=rows.catch_up,
             energy=code,
             energy_params=[float(x) for x in energy["params"]],
-            loss=LOSSES[loss],
+            loss=LOSS_CODES[loss],
             margin=float(margin),
             dense=[p.data for p in self.dense],
             dense_grad=self.grads,

@@ -29,7 +29,7 @@ class OrderEmbedding(ConceptModel):
         return {"emb.weight": TableSpec(lower=0.0)}
 
     def compiled_energy(self):
-        return {"energy": "order_violation", "params": []}
+        return {"energy": "order", "params": []}
 
 
 class SymmetricEmbedding(ConceptModel):
@@ -158,4 +158,4 @@ class DensityOrderEmbedding(ConceptModel):
         return {"mu.weight": TableSpec(), "log_var.weight": TableSpec(lower=self.log_var_min, upper=self.log_var_max)}
 
     def compiled_energy(self):
-        return {"energy": "density_order", "params": [self.gamma, float(self.normalize)]}
+        return {"energy": "density-order", "params": [self.gamma, float(self.normalize)]}

@@ -58,7 +58,7 @@ class PoincareEmbedding(ConceptModel):
 
     def compiled_energy(self):
         """The training energy (the distance) for the compiled step, which knows the unit ball only."""
-        return {"energy": "poincare_distance", "params": []} if _unit_ball(self.ball) else None
+        return {"energy": "poincare-distance", "params": []} if _unit_ball(self.ball) else None
 
 
 class HyperbolicCones(ConceptModel):
@@ -92,7 +92,7 @@ class HyperbolicCones(ConceptModel):
 
     def compiled_energy(self):
         """The energy for the compiled step, which knows the unit ball only."""
-        return {"energy": "cones", "params": [self.K]} if _unit_ball(self.ball) else None
+        return {"energy": "cone", "params": [self.K]} if _unit_ball(self.ball) else None
 
 
 def init_from_poincare(poincare: PoincareEmbedding, rescale: float = 0.7) -> dict[str, torch.Tensor]:

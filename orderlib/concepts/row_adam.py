@@ -55,7 +55,7 @@ class RowAdam:
             self._lag_cache = (j, b1**j, b2**j, b1**j / b2 ** (j / 2))
         return self._lag_cache
 
-    def _skipped_factor(self, s: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    def skipped_factor(self, s: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         """Return (R,) sum_{j=1..k} b1^j sqrt(c2(s+j)) / (c1(s+j) b2^(j/2)), truncated at `window`.
 
         Exact on a (R, window) grid while bias corrections still move (s < EXACT_UNTIL); later the
@@ -84,7 +84,7 @@ class RowAdam:
         if len(idle) == 0:
             return
         k = k[idle]
-        f = self._skipped_factor(upto - k, k)[:, None]  # (R', 1)
+        f = self.skipped_factor(upto - k, k)[:, None]  # (R', 1)
         b1, b2 = self.betas
         dtype = next(iter(self.tables.values())).dtype
         d1 = torch.exp(k[:, None] * math.log(b1)).to(dtype)  # (R', 1): b1^k

@@ -97,11 +97,11 @@ class _Touched:
 
 
 class CompiledStep(_Adam):
-    """The C++ step on the touched rows (compiled.CompiledStep), torch's Adam on dense parameters."""
+    """The C++ step on the touched rows (compiled.BoundKernel), torch's Adam on dense parameters."""
 
     def __init__(self, model: ConceptModel, lr: float, catch_up: bool, loss: str, margin: float, device):
         super().__init__(model, lr, model.tables(), catch_up, device)
-        self.kernel = compiled.CompiledStep(model, self.rows, loss, margin)
+        self.kernel = compiled.BoundKernel(model, self.rows, loss, margin)
         self.touched = _Touched(self.rows.last.shape[0])
 
     def step(self, pos, neg) -> float:

@@ -67,7 +67,7 @@ def new_step(model: ConceptModel, cfg: HypernymyConfig, device, fused: bool | No
     return build_step(model, cfg.optimizer, cfg.loss or model.loss, cfg.margin, cfg.lr, device, fused)
 
 
-def evaluate(model: ConceptModel, data: HypernymyData, device) -> dict:
+def hypernymy_accuracy(model: ConceptModel, data: HypernymyData, device) -> dict:
     """Choose tau on dev, report dev and test accuracy (%)."""
     e_dev = model.energies(torch.as_tensor(data.dev, device=device)).cpu().numpy()
     e_test = model.energies(torch.as_tensor(data.test, device=device)).cpu().numpy()
@@ -164,7 +164,7 @@ def train_concept_model(
         step,
         key,
         one_epoch,
-        lambda: evaluate(model, data, device),
+        lambda: hypernymy_accuracy(model, data, device),
         "dev_accuracy",
         cfg.epochs,
         cfg.patience,
@@ -173,7 +173,7 @@ def train_concept_model(
         cfg.model,
     )
     model.eval()
-    ev = evaluate(model, data, device)
+    ev = hypernymy_accuracy(model, data, device)
     return ThresholdResult.of(model, fitted, ev)
 
 
@@ -207,7 +207,7 @@ def evaluation_trace(
             return
         stepper.flush()
         model.eval()
-        ev = evaluate(model, data, device)
+        ev = hypernymy_accuracy(model, data, device)
         model.train()
         records.append(
             {

@@ -18,7 +18,7 @@ from orderlib import penalties
 from orderlib.checkpoint import code_version
 from orderlib.concepts.base import ConceptModel
 from orderlib.concepts.compiled import W2G_SOURCE, source_key, word2gauss_kernel, word2gauss_status
-from orderlib.concepts.train import evaluate
+from orderlib.concepts.train import hypernymy_accuracy
 from orderlib.data.hypernymy import HypernymyData
 from orderlib.training import ThresholdResult, fit
 
@@ -133,7 +133,7 @@ def train_word2gauss(
         opt,
         key,
         one_epoch,
-        lambda: evaluate(model, data, "cpu"),
+        lambda: hypernymy_accuracy(model, data, "cpu"),
         "dev_accuracy",
         cfg.epochs,
         cfg.patience,
@@ -141,5 +141,5 @@ def train_word2gauss(
         progress,
         cfg.model,
     )
-    ev = evaluate(model, data, "cpu")
+    ev = hypernymy_accuracy(model, data, "cpu")
     return ThresholdResult.of(model, fitted, ev)

@@ -19,7 +19,7 @@ from orderlib.data.torch7 import Torch7Generator
 if TYPE_CHECKING:
     from orderlib.data.wordnet import NounGraph
 
-PROTOCOLS = ("paper", "clean")
+SPLIT_PROTOCOLS = ("paper", "clean")  # how Table 1 draws its pairs (make_splits)
 
 
 def listed_pairs(parents: list[list[int]], order: Sequence[int] | None = None) -> np.ndarray:
@@ -153,8 +153,8 @@ def make_splits(
     paper: the 838k listed pairs (duplicates kept), seeded permutation, first `n_test` test, next
     `n_dev` dev; negatives unchecked. clean: distinct closure pairs; verified non-edge negatives.
     """
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
+    if protocol not in SPLIT_PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of {SPLIT_PROTOCOLS}")
     n = len(parents)
     listed = listed_pairs(parents)
     closure = sorted_unique(pair_codes(listed, n))

@@ -243,7 +243,8 @@ def _extract(reader) -> tuple[list[str], list[list[int]], list[int], list[list[i
     return names, parents, nltk_order, authors_parents
 
 
-def _read_cache(cache: Path) -> dict | None:
+def read_cache(cache: Path) -> dict | None:
+    """The noun graph cached at `cache`, or None where it is unreadable, half-written or of another format."""
     try:
         d = json.loads(cache.read_text())
     except (OSError, ValueError):
@@ -260,7 +261,7 @@ def load_noun_graph(version: str = "3.1", root: Path | None = None) -> NounGraph
     fp = fingerprint(path)
     source = (path / "SOURCE").read_text().strip() if (path / "SOURCE").exists() else "unknown"
     cache = Path(root or data_root()) / "cache" / f"wordnet-{version}-nouns-v{CACHE_FORMAT}-{fp[:16]}.json"
-    d = _read_cache(cache) if cache.exists() else None
+    d = read_cache(cache) if cache.exists() else None
     if d is None:
         try:
             names, parents, nltk_order, authors_parents = _extract(open_wordnet(version, root))

@@ -8,23 +8,7 @@ import torch.nn as nn
 
 from orderlib.encoders.image import ImageProjection
 from orderlib.encoders.sentence import GRUSentenceEncoder
-from orderlib.penalties import cosine_distance_matrix, order_violation_matrix
-
-
-def _order(images: torch.Tensor, captions: torch.Tensor) -> torch.Tensor:
-    return order_violation_matrix(images, captions)  # captions above images: E(image, caption)
-
-
-def _order_reversed(images: torch.Tensor, captions: torch.Tensor) -> torch.Tensor:
-    return order_violation_matrix(captions, images).T  # images above captions: E(caption, image)
-
-
-# penalty name -> (all-pairs penalty of (images (N, D), captions (M, D)) -> (N, M), embeddings >= 0?)
-PENALTIES = {
-    "order": (_order, True),
-    "order-reversed": (_order_reversed, True),
-    "cosine": (cosine_distance_matrix, False),
-}
+from orderlib.penalties import ENERGIES, MATRIX_ENERGIES
 
 
 class JointEmbedding(nn.Module):
@@ -33,13 +17,13 @@ class JointEmbedding(nn.Module):
 
     def __init__(self, penalty: str, vocab_size: int, feature_dim: int, word_dim: int = 300, dim: int = 1024):
         super().__init__()
-        if penalty not in PENALTIES:
-            raise ValueError(f"unknown penalty {penalty!r}; known: {list(PENALTIES)}")
+        if penalty not in MATRIX_ENERGIES:
+            raise ValueError(f"unknown penalty {penalty!r}; known: {list(MATRIX_ENERGIES)}")
         self.penalty = penalty
-        fn, absolute = PENALTIES[penalty]
-        self._matrix = fn
-        self.images = ImageProjection(feature_dim, dim, absolute=absolute)
-        self.captions = GRUSentenceEncoder(vocab_size, word_dim, dim, absolute=absolute, normalize=True)
+        e = ENERGIES[penalty]
+        self._matrix = e.matrix
+        self.images = ImageProjection(feature_dim, dim, absolute=e.nonnegative)
+        self.captions = GRUSentenceEncoder(vocab_size, word_dim, dim, absolute=e.nonnegative, normalize=True)
 
     def penalty_matrix(self, images: torch.Tensor, captions: torch.Tensor) -> torch.Tensor:
         """(N, M) penalties between embedded images (N, D) and embedded captions (M, D)."""

@@ -35,6 +35,34 @@ def topk_accuracy(scores: torch.Tensor, target: torch.Tensor, ks=(1, 2, 3), ties
     return out
 
 
+def closed_world_chance(n_candidates: int, ks=(1, 2, 3)) -> dict:
+    """Chance top-k (%) among `n_candidates` pairs, min(k, P) / P, and their mean ("average")."""
+    chance = {f"top-{k}": 100.0 * min(k, n_candidates) / n_candidates for k in ks}
+    chance["average"] = float(np.mean(list(chance.values())))
+    return chance
+
+
+def closed_world_topk(scores, labels, unseen, ks=(1, 2, 3), ties: str = PRIMARY_TIES) -> dict:
+    """Misra et al.'s closed world, Utama's Table 1: each image of an unseen pair ranks the unseen
+    pairs only. scores (N images, P pairs), high = match; labels (N,) each image's pair; unseen (P,)
+    bool. Returns {"top-k": %, ..., "average": %} under `ties` (a target tied with j others is
+    1 / (j + 1) of a hit) and the same for chance under "chance".
+
+    >>> s = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.1], [0.3, 0.2, 0.4]])
+    >>> r = closed_world_topk(s, [0, 2, 2], [False, True, True], ks=(1,))
+    >>> r["top-1"], r["chance"]["top-1"]
+    (50.0, 50.0)
+    """
+    scores = torch.as_tensor(scores)
+    labels, unseen = np.asarray(labels, np.int64), np.asarray(unseen, bool)
+    cols, rows = np.flatnonzero(unseen), np.flatnonzero(unseen[labels])
+    if not len(rows):
+        raise ValueError("no image of an unseen pair: the closed world needs some")
+    target = np.searchsorted(cols, labels[rows])
+    acc = topk_accuracy(scores[torch.as_tensor(rows)][:, torch.as_tensor(cols)], torch.as_tensor(target), ks, ties)
+    return {**acc, "chance": closed_world_chance(len(cols), ks)}
+
+
 def _thresholds(scores: torch.Tensor, target: torch.Tensor, unseen: torch.Tensor):
     """Per image: whether its target is an unseen pair, its credit when it wins (1 / (1 + ties with
     candidates of its own group), the expected tie rule of the closed world), its ties with the
@@ -95,8 +123,9 @@ def _inputs(scores, target, unseen):
 
 
 def generalised_sweep(scores, target, unseen) -> dict:
-    """Exact calibration-bias sweep over scores (N, P) of images with target pairs (N,), where
-    unseen (P,) marks unseen candidate pairs. Returns best seen / unseen accuracy and best
+    """The generalised protocol (Purushwalkam et al.; Mancini et al.'s czsl), swept exactly: scores
+    (N, P) of images with target pairs (N,), unseen (P,) marking unseen candidate pairs, a bias
+    added to every unseen pair's score. Ties: a target tied with j candidates is 1 / (j + 1) of a hit. Returns best seen / unseen accuracy and best
     harmonic mean (%), the AUC of the seen-unseen curve (%, as a fraction of the unit square:
     100 x area), the bias at the best harmonic mean, and the curve in rising-bias order.
 
@@ -122,7 +151,8 @@ def generalised_sweep(scores, target, unseen) -> dict:
 
 
 def sampled_sweep(scores, target, unseen, bins: int = 20, margin: float = 1e-4) -> dict:
-    """The sweep as the field's evaluator samples it (ExplainableML/czsl, `Evaluator`): biases at
+    """The sweep as the field's evaluator samples it (ExplainableML/czsl, `Evaluator`; ties as in
+    `generalised_sweep`): biases at
     every (len // bins)-th threshold of the unseen images that can be right, each less `margin`,
     plus the point at a very large bias; points joined linearly. Best seen, best harmonic mean and
     AUC come out at or below the exact sweep's; reported beside it so rows compare with published

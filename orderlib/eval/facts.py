@@ -18,16 +18,19 @@ images). Ties between equal scores are broken by image index (a stable sort, as 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 from orderlib.data.fact_tasks import FactTask
-from orderlib.data.facts import generalisation_cases, implies
+from orderlib.data.facts import Fact, generalisation_cases, implies
+from orderlib.errors import InputError
 from orderlib.eval.compositional import topk_accuracy
 
 STRICT, IMPLIED = "strict", "implied"
-PROTOCOLS = (STRICT, IMPLIED)
+FACT_PROTOCOLS = (STRICT, IMPLIED)
+SCORINGS = ("euc", "dot")  # how `implied` scores a (images x facts) matrix: implied_scores
 
 
 def fact_topk(dist: torch.Tensor, target, ks=(1, 5, 10)) -> dict:
@@ -239,17 +242,16 @@ def same_order(dist: torch.Tensor, task: FactTask) -> torch.Tensor:
     return dist.masked_fill(img_order[:, None] != task.orders[None, :], float("inf"))
 
 
-DOT_SCORED = ("ESZSL",)  # methods whose "distance" is minus a compatibility score, not a distance
-
-
-def implied_scores(method: str, dist: torch.Tensor) -> torch.Tensor:
-    """(N, F) `implied` scores (high = match) of a method's (test images, facts) distances: the v2
-    script's per-fact `euc` (eval.facts.fact_scores) of the distance taken as squared (the SEM rows'
-    is the squared Euclidean distance over the fact's own slots; CCA's and the symmetric caption
-    model's 1 - cos is half a squared distance between unit vectors; order violations are squared
-    norms); ESZSL (minus its bilinear compatibility) keeps the script's `dot`."""
+def implied_scores(dist: torch.Tensor, scoring: str = "euc") -> torch.Tensor:
+    """(N, F) `implied` scores (high = match) of (test images, facts) distances. "euc": the v2
+    script's per-fact `euc` (fact_scores) of the distance taken as squared (the SEM rows' is the
+    squared Euclidean distance over the fact's own slots; CCA's and the symmetric caption model's
+    1 - cos is half a squared distance between unit vectors; order violations are squared norms).
+    "dot": the script's `dot`, for a "distance" that is minus a compatibility score (ESZSL's)."""
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
     d = torch.as_tensor(dist, dtype=torch.float64)
-    return -d if method in DOT_SCORED else fact_scores(d)
+    return -d if scoring == "dot" else fact_scores(d)
 
 
 @dataclass
@@ -275,8 +277,9 @@ class Protocol:
         return fact_map(-self.scores[:, qf].T, None, None, top, relevant=self.relevant[qf])
 
 
-def protocols(method: str, dist: torch.Tensor, task: FactTask, names=PROTOCOLS) -> list[Protocol]:
-    """The `strict` (GetSherlockResults.m) and `implied` (GetSherlockResults_notharsh_v2.m) views."""
+def protocols(dist: torch.Tensor, task: FactTask, names=FACT_PROTOCOLS, scoring: str = "euc") -> list[Protocol]:
+    """The `strict` (GetSherlockResults.m) and `implied` (GetSherlockResults_notharsh_v2.m) views;
+    `implied` scores the distances by `scoring` (implied_scores)."""
     img_fact = torch.as_tensor(task.test.fact)
     dist = torch.as_tensor(dist)
     out = []
@@ -289,7 +292,7 @@ def protocols(method: str, dist: torch.Tensor, task: FactTask, names=PROTOCOLS) 
             out.append(
                 Protocol(
                     IMPLIED,
-                    implied_scores(method, dist),
+                    implied_scores(dist, scoring),
                     implied_truth(imp, img_fact),
                     flexible_relevance(imp, img_fact, torch.arange(len(task.facts))),
                 )
@@ -298,7 +301,12 @@ def protocols(method: str, dist: torch.Tensor, task: FactTask, names=PROTOCOLS) 
 
 
 def retrieval_rows(
-    method: str, dist: torch.Tensor, task: FactTask, paper: dict = PAPER_TABLE4, names=PROTOCOLS
+    method: str,
+    dist: torch.Tensor,
+    task: FactTask,
+    paper: dict = PAPER_TABLE4,
+    names=FACT_PROTOCOLS,
+    scoring: str = "euc",
 ) -> list[dict]:
     """Table 4 rows of one method from its (test images, facts) distances, per protocol: image ->
     fact K1/5/10 among all facts (the paper) and among the facts of the image's order, and fact ->
@@ -307,7 +315,7 @@ def retrieval_rows(
     img_fact = torch.as_tensor(task.test.fact)
     paper_values = dict(zip(("K1", "K5", "K10", "mAP@100"), paper.get(method, (None,) * 4)))  # the "all" scope's
     rows = []
-    for p in protocols(method, dist, task, names):
+    for p in protocols(dist, task, names, scoring):
         typed_scores, typed_truth = p.typed(task)
         ap = {top: average_precision(-p.scores.T, p.relevant, top) for top in (None, 100)}  # (F,) each, once
         if p.name == IMPLIED:  # per-image credit, once for every image; a scope averages its images'
@@ -368,7 +376,7 @@ def chance_rows(task: FactTask) -> list[dict]:
     n_typed = torch.bincount(task.orders, minlength=4)[img_order].double()  # (N,) candidates of each image
     n_true = implied_truth(implies(task.facts), img_fact).sum(1).numpy()
     rows = []
-    for protocol in PROTOCOLS:
+    for protocol in FACT_PROTOCOLS:
         for k in (1, 5, 10):
             k_all = (
                 100.0 * min(k, len(task.facts)) / len(task.facts)
@@ -400,13 +408,15 @@ def chance_rows(task: FactTask) -> list[dict]:
     return rows
 
 
-def generalisation_rows(method: str, dist: torch.Tensor, task: FactTask, cases: dict | None = None) -> list[dict]:
+def generalisation_rows(
+    method: str, dist: torch.Tensor, task: FactTask, cases: dict | None = None, scoring: str = "euc"
+) -> list[dict]:
     """Table 5: K10 over test images of the few-example SPO facts of each case, among all facts
     (the paper) and among the SPO facts, per protocol."""
     cases = cases if cases is not None else generalisation_cases(task.facts, task.train_counts)
     img_fact = np.asarray(task.test.fact)
     rows = []
-    for p in protocols(method, dist, task):
+    for p in protocols(dist, task, scoring=scoring):
         typed = p.typed(task)
         for case, fact_ids in cases.items():
             paper_k10, paper_facts = PAPER_TABLE5.get(case, ({}, None))
@@ -437,3 +447,69 @@ def generalisation_rows(method: str, dist: torch.Tensor, task: FactTask, cases: 
                 )
             )
     return rows
+
+
+# --- the protocols on plain arrays ------------------------------------------------------------------
+
+
+@dataclass
+class FactRetrievalResult:
+    """Long rows of Sherlock's Table 4 protocols (retrieval_rows): protocol, scope ("all", "order k"),
+    candidates (ALL or SAME_ORDER), metric (K1, K5, K10, mAP, mAP@100), ours (%)."""
+
+    table: list[dict]
+
+    def rows(self, method: str = "yours") -> list[dict]:
+        return [dict(r, method=method) for r in self.table]
+
+    def metric(self, metric: str, protocol: str = STRICT, scope: str = "all", candidates: str = ALL) -> float:
+        """One number, e.g. metric("K10", "implied")."""
+        for r in self.table:
+            if (r["metric"], r["protocol"], r["scope"], r["candidates"]) == (metric, protocol, scope, candidates):
+                return r["ours"]
+        raise KeyError((metric, protocol, scope, candidates))
+
+
+def fact_retrieval(
+    matrix, facts: list[Fact], image_fact, kind: str = "distance", scoring: str = "euc", names=FACT_PROTOCOLS
+) -> FactRetrievalResult:
+    """Sherlock's bi-directional fact retrieval (Table 4 of Elhoseiny et al.) on an (N images,
+    F facts) matrix: image -> fact K1/K5/K10 among all facts and among the facts of the image's
+    order, fact -> image mAP and mAP@100 (calcAP.m), overall and per fact order, under `strict`
+    (GetSherlockResults.m: the annotated fact only; ties expected, 1 / (j + 1) of a hit) and
+    `implied` (GetSherlockResults_notharsh_v2.m: an image's implied lower-order facts are true too;
+    ties by index, a stable sort).
+
+    kind: "distance" (low = match) or "similarity". scoring: how `implied` scores the matrix, never
+    guessed: "euc" (the script's per-fact euc of the distances read as squared distances, >= 0)
+    or "dot" (the similarities as they are). image_fact (N,): each image's fact (a row of `facts`).
+
+    >>> from orderlib.data.facts import Fact
+    >>> facts = [Fact("dog"), Fact("dog", "runs"), Fact("cat")]
+    >>> d = [[0.0, 1.0, 4.0], [1.0, 0.0, 4.0], [4.0, 4.0, 0.0]]
+    >>> fact_retrieval(d, facts, [0, 1, 2]).metric("K1")
+    100.0
+    """
+    if kind not in ("distance", "similarity"):
+        raise InputError("kind", f"{kind!r}, expected distance or similarity")
+    if scoring not in SCORINGS:
+        raise InputError("scoring", f"{scoring!r}, expected one of {', '.join(SCORINGS)}")
+    m = torch.as_tensor(np.asarray(matrix))
+    image_fact = np.asarray(image_fact, np.int64)
+    if m.ndim != 2 or m.shape[1] != len(facts):
+        raise InputError("matrix", f"shape {tuple(m.shape)}: expected (images, {len(facts)} facts)")
+    if len(image_fact) != m.shape[0] or image_fact.min(initial=0) < 0 or image_fact.max(initial=0) >= len(facts):
+        raise InputError(
+            "image_fact", f"{len(image_fact)} facts in 0..{len(facts) - 1} needed, one per row of the matrix"
+        )
+    dist = m if kind == "distance" else -m
+    if IMPLIED in names and scoring == "euc" and (dist < 0).any():
+        raise InputError(
+            "matrix",
+            f"{int((dist < 0).sum())} negative distances; `euc` reads distances as squared distances (>= 0): "
+            "give scores with kind similarity and scoring dot",
+        )
+    task = SimpleNamespace(
+        facts=list(facts), orders=torch.tensor([f.order for f in facts]), test=SimpleNamespace(fact=image_fact)
+    )
+    return FactRetrievalResult(retrieval_rows("", dist, task, paper={}, names=tuple(names), scoring=scoring))

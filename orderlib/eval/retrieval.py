@@ -1,9 +1,14 @@
 """Image-caption retrieval: ranks, Recall@K, median and mean rank (Section 4 of Vendrov et al.).
 
-Caption k belongs to image k // captions_per_image. Ranks are counted block by block of queries,
-so the full (images x captions) matrix never exists. Where candidates score exactly the same
-(repeated captions), every metric is given under each rule of `TIES`, the exact expectation under
-random tie-breaking first (docs/order_embeddings.md). NaN penalties rank last.
+Caption k belongs to image k // captions_per_image (the vsepp layout). Ranks are counted block by
+block of queries, so the full (images x captions) matrix never exists unless it is the input.
+Where candidates score exactly the same (repeated captions), every metric is given under each
+rule of `TIES`, the exact expectation under random tie-breaking first (docs/glossary.md#tie-rules).
+NaN penalties rank last.
+
+The API: `retrieval_metrics` on an (N, k N) score or distance matrix, `retrieval_metrics_of_embeddings`
+on embeddings with a penalty named in `orderlib.penalties.ENERGIES`; both return a
+`RetrievalResult` for one protocol of `RETRIEVAL_PROTOCOLS`.
 """
 
 from __future__ import annotations
@@ -13,16 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
-from orderlib.penalties import chunk_bytes, cosine_distance_matrix, order_violation_matrix
+from orderlib.errors import InputError
+from orderlib.penalties import ENERGIES, MATRIX_ENERGIES, chunk_bytes
 
 PenaltyMatrix = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (N, D), (M, D) -> (N, M)
-
-# Penalty of (image, caption) pairs; low = good match. Order: the image is the specific side,
-# E(image, caption) with captions above images in the order (Section 4.1 of Vendrov et al.).
-PENALTY_MATRICES: dict[str, PenaltyMatrix] = {
-    "order": order_violation_matrix,
-    "cosine": cosine_distance_matrix,
-}
 
 TIES = ("expected", "pessimistic", "optimistic", "index")
 PRIMARY_TIES = "expected"
@@ -150,6 +149,15 @@ def ranks_of_targets(
     return TargetRanks.cat(parts)
 
 
+def penalty_matrix(penalty: str | PenaltyMatrix) -> PenaltyMatrix:
+    """The all-pairs penalty of `penalty`: a name in orderlib.penalties.MATRIX_ENERGIES, or a function."""
+    if not isinstance(penalty, str):
+        return penalty
+    if penalty not in MATRIX_ENERGIES:
+        raise InputError("penalty", f"{penalty!r} has no all-pairs form; known: {', '.join(MATRIX_ENERGIES)}")
+    return ENERGIES[penalty].matrix
+
+
 def retrieval_ranks(
     images: torch.Tensor,
     captions: torch.Tensor,
@@ -159,7 +167,7 @@ def retrieval_ranks(
 ) -> tuple[TargetRanks, TargetRanks]:
     """Return (caption-retrieval ranks (N,), image-retrieval ranks (5N,)) for images (N, D) and
     captions (5N, D): an image query finds any of its captions; a caption query its image."""
-    fn = PENALTY_MATRICES[penalty] if isinstance(penalty, str) else penalty
+    fn = penalty_matrix(penalty)
     n, k = images.shape[0], captions_per_image
     if captions.shape[0] != n * k:
         raise ValueError(f"{captions.shape[0]} captions for {n} images x {k} captions each")
@@ -218,6 +226,31 @@ def check_finite(name: str, **tensors: torch.Tensor) -> None:
         )
 
 
+SIDES = ("caption retrieval", "image retrieval")  # image -> text, text -> image
+
+
+def _side_metrics(i2t: TargetRanks, t2i: TargetRanks, ties: str, ks: tuple[int, ...]) -> dict:
+    return {"caption retrieval": rank_metrics(i2t, ks, ties), "image retrieval": rank_metrics(t2i, ks, ties)}
+
+
+def _with_rsum(m: dict) -> dict:
+    m["rsum"] = sum(v for side in SIDES for name, v in m[side].items() if name.startswith("R@"))
+    return m
+
+
+def _mean(results: list[dict]) -> dict:
+    """The fold-mean of per-fold {side: metrics} dicts, with rsum of the means (the 1k protocol)."""
+    n = len(results)
+    return _with_rsum({side: {m: sum(r[side][m] for r in results) / n for m in results[0][side]} for side in SIDES})
+
+
+def _rules(ties: str | tuple[str, ...]) -> tuple[str, ...]:
+    rules = (ties,) if isinstance(ties, str) else tuple(ties)
+    for r in rules:
+        _check_ties(r)
+    return rules
+
+
 def evaluate_retrieval(
     images: torch.Tensor,
     captions: torch.Tensor,
@@ -233,31 +266,180 @@ def evaluate_retrieval(
 
     With a tuple of tie rules, return {rule: that dict}; the ranks are counted once. Non-finite
     embeddings raise NonFiniteEmbeddings naming `name` (e.g. "order-embeddings, dev split")."""
-    rules = (ties,) if isinstance(ties, str) else tuple(ties)
-    for r in rules:
-        _check_ties(r)
+    rules = _rules(ties)
     check_finite(name, images=images, captions=captions)
     n, k = images.shape[0], captions_per_image
     if folds < 1 or n % folds:
         raise ValueError(f"{n} images do not split into {folds} equal folds")
     per = n // folds
-    counted = []
-    for f in range(folds):
-        im = images[f * per : (f + 1) * per]
-        cap = captions[f * per * k : (f + 1) * per * k]
-        counted.append(retrieval_ranks(im, cap, penalty, k, block))
-    out = {}
-    for rule in rules:
-        results = [(rank_metrics(i2t, ties=rule), rank_metrics(t2i, ties=rule)) for i2t, t2i in counted]
-        avg = {
-            side: {m: sum(r[j][m] for r in results) / folds for m in results[0][j]}
-            for j, side in enumerate(("caption retrieval", "image retrieval"))
-        }
-        avg["rsum"] = sum(
-            v for d in (avg["caption retrieval"], avg["image retrieval"]) for m, v in d.items() if m.startswith("R@")
-        )
-        out[rule] = avg
+    counted = [
+        retrieval_ranks(images[f * per : (f + 1) * per], captions[f * per * k : (f + 1) * per * k], penalty, k, block)
+        for f in range(folds)
+    ]
+    out = {rule: _mean([_side_metrics(i2t, t2i, rule, (1, 5, 10)) for i2t, t2i in counted]) for rule in rules}
     return out[rules[0]] if isinstance(ties, str) else out
+
+
+# --- the protocols on a matrix or on embeddings ---------------------------------------------------
+
+RETRIEVAL_PROTOCOLS = ("5k", "1k", "all")
+DIRECTIONS = {"caption retrieval": "image→text", "image retrieval": "text→image"}
+
+
+@dataclass
+class RetrievalResult:
+    """One protocol's retrieval metrics under each tie rule: `folds` (one {rule: metrics} per fold;
+    one fold for "5k" and "all") and their `mean` ({rule: metrics}; for "1k" the fold-mean, as the
+    papers report it). metrics = {"caption retrieval": {"R@1", ..., "median rank", "mean rank"},
+    "image retrieval": {...}, "rsum": float}."""
+
+    protocol: str
+    fold_size: int
+    folds: list[dict]
+    mean: dict
+
+    def metrics(self, ties: str = PRIMARY_TIES) -> dict:
+        """The protocol's numbers under one tie rule."""
+        return self.mean[ties]
+
+    def rows(self, method: str = "yours") -> list[dict]:
+        """Long rows: method, protocol, fold ("1".."n" and "mean" for 1k, else "all"), images,
+        direction, metric, paper (None), `ours` under the primary rule and a column per other rule."""
+        parts = [("all", self.fold_size, self.mean)] if self.protocol != "1k" else []
+        if self.protocol == "1k":
+            parts = [(str(f + 1), self.fold_size, r) for f, r in enumerate(self.folds)]
+            parts.append(("mean", self.fold_size, self.mean))
+        rows = []
+        for fold, images, by_rule in parts:
+            base = dict(method=method, protocol=self.protocol, fold=fold, images=images)
+            primary = by_rule[PRIMARY_TIES]
+            for side, direction in DIRECTIONS.items():
+                for metric in primary[side]:
+                    values = {rule: by_rule[rule][side][metric] for rule in TIES}
+                    rows.append(dict(base, direction=direction, metric=metric, paper=None, **tie_columns(values)))
+            values = {rule: by_rule[rule]["rsum"] for rule in TIES}
+            rows.append(dict(base, direction="both", metric="rsum", paper=None, **tie_columns(values)))
+        return rows
+
+
+def protocol_folds(protocol: str, n_images: int, fold_size: int = 1000) -> int:
+    """How many equal folds `protocol` splits n_images into: "1k" folds of `fold_size` images (the
+    mean over the 5 folds of COCO's 5k test), "5k" 5 x fold_size images at once, "all" every image
+    at once (one fold). Raises InputError where the images do not fit the protocol."""
+    if protocol not in RETRIEVAL_PROTOCOLS:
+        raise InputError("protocol", f"{protocol!r}, expected one of {', '.join(RETRIEVAL_PROTOCOLS)}")
+    if fold_size < 1:
+        raise InputError("fold_size", f"must be >= 1, got {fold_size}")
+    if protocol == "1k" and n_images % fold_size:
+        raise InputError("fold_size", f"{n_images} images do not split into folds of {fold_size}")
+    if protocol == "5k" and n_images != 5 * fold_size:
+        raise InputError(
+            "fold_size",
+            f"{n_images} images; the 5k protocol takes 5 x {fold_size} = {5 * fold_size}; the all protocol takes any",
+        )
+    return n_images // fold_size if protocol == "1k" else 1
+
+
+def _protocol_result(count, n_images: int, protocol: str, fold_size: int, ties, ks) -> RetrievalResult:
+    """count(fold, n_folds) -> (i2t, t2i) ranks of one fold; the folds' metrics and their mean."""
+    rules = _rules(ties)
+    if PRIMARY_TIES not in rules:
+        rules = (PRIMARY_TIES, *rules)
+    n_folds = protocol_folds(protocol, n_images, fold_size)
+    ranks = [count(f, n_folds) for f in range(n_folds)]
+    folds = [{rule: _with_rsum(_side_metrics(i2t, t2i, rule, ks)) for rule in rules} for i2t, t2i in ranks]
+    mean = {rule: _mean([f[rule] for f in folds]) for rule in rules}
+    size = fold_size if protocol == "1k" else n_images
+    return RetrievalResult(protocol, size, folds, mean)
+
+
+def matrix_ranks(distances: torch.Tensor, captions_per_image: int = 5, block: int | None = None):
+    """(caption-retrieval ranks (N,), image-retrieval ranks (k N,)) of an (N, k N) distance matrix."""
+    n, k = distances.shape[0], captions_per_image
+    cap_of_img = torch.arange(n * k).view(n, k)
+    img_of_cap = torch.arange(n * k).div(k, rounding_mode="floor")[:, None]
+    i2t = ranks_of_targets(lambda r: distances[r], n, n * k, cap_of_img, block)
+    t2i = ranks_of_targets(lambda r: distances[:, r].T, n * k, n, img_of_cap, block)
+    return i2t, t2i
+
+
+def retrieval_metrics(
+    scores,
+    kind: str = "distance",
+    captions_per_image: int = 5,
+    protocol: str = "all",
+    fold_size: int = 1000,
+    ties: str | tuple[str, ...] = TIES,
+    ks: tuple[int, ...] = (1, 5, 10),
+    block: int | None = None,
+) -> RetrievalResult:
+    """Caption-image retrieval (Table 2 of Vendrov et al.; VSE++'s evaluation) of an (N images,
+    k N captions) matrix, caption j belonging to image j // k: R@K, median and mean rank both ways
+    and rsum, under each tie rule of `ties` ("expected": a target tied with j others counts as the
+    mean of the shuffled places, the primary rule; "pessimistic", "optimistic", "index").
+
+    `kind`: "distance" (penalty, energy; low = match) or "similarity" (high = match). `protocol`:
+    "1k" (folds of `fold_size` images, each and their mean), "5k" (5 x fold_size images at once) or
+    "all". Queries are ranked a block at a time (`block` rows; default: bounded by
+    orderlib.penalties.chunk_bytes), on the matrix's device.
+
+    >>> import torch
+    >>> d = torch.tensor([[0.0, 1.0, 2.0, 3.0], [3.0, 2.0, 0.5, 0.0]])
+    >>> r = retrieval_metrics(d, captions_per_image=2)
+    >>> r.metrics()["caption retrieval"]["R@1"], r.metrics()["rsum"]
+    (100.0, 600.0)
+    """
+    if kind not in ("distance", "similarity"):
+        raise InputError("kind", f"{kind!r}, expected distance or similarity")
+    m = torch.as_tensor(scores)
+    if m.ndim != 2:
+        raise InputError("scores", f"a matrix is needed, got shape {tuple(m.shape)}")
+    if captions_per_image < 1:
+        raise InputError("captions_per_image", f"must be >= 1, got {captions_per_image}")
+    n, k = m.shape[0], captions_per_image
+    if m.shape[1] != k * n:
+        raise InputError("scores", f"shape {tuple(m.shape)}: {m.shape[1]} captions for {n} images, expected {k} x {n}")
+    d = m if kind == "distance" else -m
+
+    def count(f: int, n_folds: int):
+        size = n // n_folds
+        sub = d[f * size : (f + 1) * size, f * size * k : (f + 1) * size * k]
+        return matrix_ranks(sub, k, block)
+
+    return _protocol_result(count, n, protocol, fold_size, ties, ks)
+
+
+def retrieval_metrics_of_embeddings(
+    images: torch.Tensor,
+    captions: torch.Tensor,
+    penalty: str | PenaltyMatrix = "order",
+    captions_per_image: int = 5,
+    protocol: str = "all",
+    fold_size: int = 1000,
+    ties: str | tuple[str, ...] = TIES,
+    ks: tuple[int, ...] = (1, 5, 10),
+    block: int | None = None,
+    name: str = "",
+) -> RetrievalResult:
+    """`retrieval_metrics` of images (N, D) and captions (k N, D) in image order, scored by
+    `penalty` (a name in orderlib.penalties.MATRIX_ENERGIES: "order" is E(image, caption), Eq. (2)
+    of Vendrov et al., with captions above images; or a function (N, D), (M, D) -> (N, M), low =
+    match). The matrix is never held whole: a block of queries at a time, on the inputs' device.
+    Non-finite embeddings raise NonFiniteEmbeddings naming `name`."""
+    fn = penalty_matrix(penalty)
+    check_finite(name, images=images, captions=captions)
+    n, k = images.shape[0], captions_per_image
+    if captions_per_image < 1 or captions.shape[0] != k * n:
+        raise InputError("captions", f"{captions.shape[0]} captions for {n} images, expected {k} x {n}")
+    if captions.shape[1] != images.shape[1]:
+        raise InputError("captions", f"{captions.shape[1]}-d captions, but {images.shape[1]}-d images")
+
+    def count(f: int, n_folds: int):
+        size = n // n_folds
+        im, cap = images[f * size : (f + 1) * size], captions[f * size * k : (f + 1) * size * k]
+        return retrieval_ranks(im, cap, fn, k, block)
+
+    return _protocol_result(count, n, protocol, fold_size, ties, ks)
 
 
 def topk_hits(penalties: torch.Tensor, relevant: torch.Tensor, k: int, ties: str = PRIMARY_TIES) -> torch.Tensor:

@@ -330,7 +330,7 @@ def ranking(trained: dict, method: str, spaces: LabelSpaces, images, candidates:
     return candidates[rank_labels(model, embed_images(model, images), vec, min(k, len(candidates)))]
 
 
-def evaluate(
+def candidate_set_metrics(
     trained: dict,
     spaces: LabelSpaces,
     images,
@@ -419,7 +419,7 @@ def long_rows(method_prefix: str, metrics: dict, paper: dict, extra: dict) -> li
     ]
 
 
-def table1(results: dict, n_labels: int) -> pd.DataFrame:
+def devise_table1(results: dict, n_labels: int) -> pd.DataFrame:
     rows = []
     for method, metrics in results.items():
         for m, v in metrics.items():
@@ -454,8 +454,8 @@ def zero_shot_table(trained: dict, spaces: LabelSpaces, images, labels, sets: di
     for name, cand in sets.items():
         plus = np.union1d(cand, seen)
         plus_name = "held-out + seen" if name == "held-out only" else name
-        zero = evaluate(trained, spaces, images, labels, cand, hit_ks, hp_ks)
-        with_seen = evaluate(trained, spaces, images, labels, plus, hit_ks, hp_ks)
+        zero = candidate_set_metrics(trained, spaces, images, labels, cand, hit_ks, hp_ks)
+        with_seen = candidate_set_metrics(trained, spaces, images, labels, plus, hit_ks, hp_ks)
         for method, metrics in zero.items():
             short = SHORT.get(method, method)
             if method == "softmax baseline":

@@ -138,7 +138,7 @@ def ranked(models: dict, cnn: ItemCNN, vectors: dict[str, np.ndarray], test_imag
     return out
 
 
-def evaluate(models: dict, cnn: ItemCNN, vectors: dict, data: dict, pairs: np.ndarray) -> dict[str, dict]:
+def pair_label_metrics(models: dict, cnn: ItemCNN, vectors: dict, data: dict, pairs: np.ndarray) -> dict[str, dict]:
     """hit@k (%) and hp@k (a fraction) of every row over all 200 labels, and of chance (a
     uniformly random ranking's expected values)."""
     test_images, true = data["test"]

@@ -26,7 +26,14 @@ from orderlib.data.precomp import load_precomp
 from orderlib.data.scenes import VERSION, Lexicon, Scenes, caption_tokenize, make_scenes
 from orderlib.data.wordnet import ensure_wordnet, open_wordnet
 from orderlib.encoders.cnn import CNNConfig, scene_features
-from orderlib.eval.retrieval import TIE_COLUMNS, TIES, evaluate_retrieval, rank_metrics, retrieval_ranks, tie_columns
+from orderlib.eval.retrieval import (
+    TIE_COLUMNS,
+    TIES,
+    rank_metrics,
+    retrieval_metrics_of_embeddings,
+    retrieval_ranks,
+    tie_columns,
+)
 from orderlib.params import ParameterError, device, existing, matmul, one_of, positive_int, subset_of, validate, workers
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
@@ -312,7 +319,7 @@ def test_sizes(n_test: int) -> dict[str, int]:
 
 
 def long_metrics(size: str, m: dict) -> dict[str, float]:
-    """Flatten evaluate_retrieval output to {"1k caption R@1": ..., "1k rsum": ...}."""
+    """Flatten a RetrievalResult's metrics to {"1k caption R@1": ..., "1k rsum": ...}."""
     short = {"median rank": "med r", "mean rank": "mean r"}
     out = {
         f"{size} {side.split()[0]} {short.get(k, k)}": v
@@ -332,7 +339,7 @@ TIES_NOTE = (
 
 
 def long_rows(method: str, size: str, by_rule: dict) -> list[dict]:
-    """Long rows for one model and test size from evaluate_retrieval(..., ties=TIES): `ours` under
+    """Long rows for one model and test size from a RetrievalResult's `mean`: `ours` under
     the primary rule, one column per other rule."""
     flat = {rule: long_metrics(size, m) for rule, m in by_rule.items()}  # rule -> metric -> value
     return [
@@ -352,8 +359,11 @@ def test_table(trained: TrainedRows, cfg: dict) -> pd.DataFrame:
     rows = []
     for method, r in trained.results.items():
         ims, caps = trained.test_embeddings(method)
-        for size, folds in test_sizes(len(ims)).items():
-            m = evaluate_retrieval(ims, caps, r.model.penalty_matrix, 5, folds, ties=TIES, name=f"{method}, test split")
+        for size in test_sizes(len(ims)):
+            protocol, fold_size = ("1k", 1000) if size == "1k" else ("all", len(ims))
+            m = retrieval_metrics_of_embeddings(
+                ims, caps, r.model.penalty_matrix, 5, protocol, fold_size, TIES, name=f"{method}, test split"
+            ).mean
             rows += [
                 dict(row, train_images=len(trained.data[ROWS[method][1]].train), best_epoch=r.best_epoch)
                 for row in long_rows(method, size, m)

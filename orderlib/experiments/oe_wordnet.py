@@ -2,7 +2,7 @@
 
 The paper's hyperparameters live in PRESETS["full"]; PRESETS["small"] is the minutes-on-CPU preset
 that CI executes. The numbers quoted from the paper (PAPER_TABLE1), the rows beyond it (LATER) and
-the tables of a run are in orderlib.eval.hypernymy_tables, re-exported here.
+the tables of a run are in orderlib.experiments.oe_wordnet_tables.
 
 A *setting* is a protocol on a split: "paper" (the authors' protocol on our seeded split),
 "paper, authors' split" (the same protocol on the authors' own split, regenerated from their code),
@@ -19,36 +19,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
 from orderlib.checkpoint import fingerprint, load_checkpoint
-from orderlib.concepts import HypernymyConfig, init_from_poincare, train_concept_model
-from orderlib.concepts.word2gauss import Word2GaussConfig, train_word2gauss
-from orderlib.data.hypernymy import HypernymyData, authors_split, make_splits, transitive_closure_predict
+from orderlib.concepts import init_from_poincare
+from orderlib.concepts.rows import ROW_SETTINGS, row_config, train_row
+from orderlib.data.hypernymy import HypernymyData, authors_split, make_splits
 from orderlib.data.wordnet import NounGraph, ensure_wordnet, load_noun_graph
-from orderlib.eval.hypernymy_tables import (  # noqa: F401 (the paper's numbers and the tables, re-exported)
-    BEST_PUBLISHED,
-    LATER,
-    LEARNED,
-    METHODS,
-    PAPER_TABLE1,
-    PUBLISHED_LATER,
-    ROW_NOTES,
-    _mean_sd,
-    _r2,
-    gains,
-    gaps,
-    grid_frame,
-    history_frame,
-    markdown_view,
-    model_records,
-    run_record,
-    summary,
-    table,
-    with_seed_means,
-)
+from orderlib.eval.hypernymy import transitive_closure_accuracy
+from orderlib.experiments.oe_wordnet_tables import LATER
 from orderlib.params import boolean, device, matmul, one_of, subset_of, workers
 from orderlib.paths import slug
 from orderlib.training.workers import resolve_workers, run_in_workers
@@ -72,27 +52,9 @@ SPLITS = {
 }  # SPLIT -> splits
 
 
-# Per-model settings. Order-embeddings follows Sec. 3.3 (50-d, alpha = 1, Adam lr 0.01, 500 true +
-# 500 corrupted pairs per batch, 30-50 epochs with early stopping on dev: we take 30). The paper
-# gives no settings for its baselines beyond word2gauss's 200 epochs and margin 7; ours are stated
-# here and in the notebook. Table models use Adam with dense Adam's trajectory computed lazily
-# ("lazy_adam", see orderlib/concepts/row_adam.py); word2gauss uses its own loop (orderlib/concepts/word2gauss.py).
-_FULL_MODELS = {
-    "word2gauss": dict(epochs=200, patience=200),  # the paper's 200 epochs, no early stop
-    "order-embeddings (symmetric)": dict(epochs=10, patience=3, lr=0.01, margin=1.0),
-    # bilinear: at lr 0.001 its dev accuracy still climbs after epoch 15, noisily (±0.3 an epoch), so a
-    # longer schedule and patience than the others
-    "order-embeddings (bilinear)": dict(epochs=40, patience=10, lr=0.01, margin=1.0),
-    "order-embeddings": dict(epochs=30, patience=5, lr=0.01, margin=1.0),
-    # Beyond the paper; settings chosen on dev of the paper setting at seed 0 (short runs).
-    "box embeddings": dict(epochs=12, patience=3, lr=0.05, model_kwargs={"temperature": 1.0}),
-    "Gumbel box embeddings": dict(epochs=12, patience=3, lr=0.05, model_kwargs={"beta": 0.01, "temperature": 1.0}),
-    "density order embeddings": dict(epochs=40, patience=5, lr=0.01, margin=1000.0, model_kwargs={"gamma": 225.0}),
-    "Poincaré embeddings": dict(
-        epochs=5, patience=2, lr=0.2, negatives=("random", "random", "random"), model_kwargs={"alpha": 1.0}
-    ),
-    "hyperbolic entailment cones": dict(epochs=15, patience=3, lr=0.01, margin=0.01),  # from Poincaré x 0.7
-}
+# Per-row settings: orderlib.concepts.rows.ROW_SETTINGS (the paper's where it gives them; ours are stated
+# there and in the notebook).
+_FULL_MODELS = ROW_SETTINGS
 # Extra negative kinds per true pair for density order embeddings (concepts.NEGATIVE_KINDS;
 # Athiwaratkun & Wilson's S2 = swap, S4 = sibling), chosen on dev: their WordNet command used the
 # random corruption alone, their paper reports the kinds combined.
@@ -100,7 +62,7 @@ DOE_NEGATIVES = [(), ("swap",), ("swap", "sibling")]
 DOE = "density order embeddings"
 
 
-def _grid(name: str, method: str, points: list[dict], run: dict | None = None, stage: int = 1) -> dict:
+def dev_grid(name: str, method: str, points: list[dict], run: dict | None = None, stage: int = 1) -> dict:
     """One dev grid: `points` (overrides of the row's settings) tried at the first seed, the best on
     dev kept (ties: the point listed first). `run` overrides the schedule of the grid's runs where it
     differs from the final run's; stage 2 starts from what stage 1 chose for the same row."""
@@ -110,16 +72,16 @@ def _grid(name: str, method: str, points: list[dict], run: dict | None = None, s
 def _full_grids() -> list[dict]:
     return [
         # the paper: margin "chosen by grid search" (7); short runs, as the paper's search was
-        _grid(
+        dev_grid(
             "word2gauss margin",
             "word2gauss",
             [{"margin": m} for m in (1.0, 3.0, 7.0)],
             dict(epochs=5, patience=5, train_fraction=1.0),
         ),
-        _grid("bilinear lr", "order-embeddings (bilinear)", [{"lr": x} for x in (0.01, 0.003, 0.001, 0.0003)]),
+        dev_grid("bilinear lr", "order-embeddings (bilinear)", [{"lr": x} for x in (0.01, 0.003, 0.001, 0.0003)]),
         # their WordNet command's settings (lr 0.01, gamma 225 here, 20 epochs), then the final schedule
-        _grid(f"{DOE} negatives", DOE, [{"negatives": k} for k in DOE_NEGATIVES], dict(epochs=20)),
-        _grid(
+        dev_grid(f"{DOE} negatives", DOE, [{"negatives": k} for k in DOE_NEGATIVES], dict(epochs=20)),
+        dev_grid(
             f"{DOE} lr x gamma",
             DOE,
             [{"lr": lr, "model_kwargs": {"gamma": g}} for lr in (0.01, 0.003, 0.001, 0.0005) for g in (225.0, 100.0)],
@@ -130,15 +92,15 @@ def _full_grids() -> list[dict]:
 
 def _small_grids() -> list[dict]:
     return [
-        _grid(
+        dev_grid(
             "word2gauss margin",
             "word2gauss",
             [{"margin": m} for m in (1.0, 7.0)],
             dict(epochs=1, patience=1, train_fraction=0.05),
         ),
-        _grid("bilinear lr", "order-embeddings (bilinear)", [{"lr": x} for x in (0.01, 0.001)]),
-        _grid(f"{DOE} negatives", DOE, [{"negatives": k} for k in DOE_NEGATIVES[:2]]),
-        _grid(
+        dev_grid("bilinear lr", "order-embeddings (bilinear)", [{"lr": x} for x in (0.01, 0.001)]),
+        dev_grid(f"{DOE} negatives", DOE, [{"negatives": k} for k in DOE_NEGATIVES[:2]]),
+        dev_grid(
             f"{DOE} lr x gamma", DOE, [{"lr": lr, "model_kwargs": {"gamma": 225.0}} for lr in (0.01, 0.003)], stage=2
         ),
     ]
@@ -261,12 +223,6 @@ def setting_data(graph: NounGraph, setting: str, cfg: dict) -> HypernymyData:
     return make_splits(graph.parents, protocol, cfg["n_test"], cfg["n_dev"], cfg["split_seed"])
 
 
-def closure_accuracy(data: HypernymyData) -> float:
-    """Return the transitive closure baseline's test accuracy (%) (Sec. 3.4), train + dev positives known."""
-    known = np.r_[data.train, data.dev[data.dev_labels]]  # (P, 2)
-    return 100 * float((transitive_closure_predict(known, data.test, data.n_nodes) == data.test_labels).mean())
-
-
 _DATA: dict[str, HypernymyData] = {}  # this process's data by setting (filled by run_table1 / workers)
 
 
@@ -289,19 +245,9 @@ def _install_data(data: dict[str, HypernymyData]) -> None:
 
 def model_config(name: str, cfg: dict, seed: int | None = None, **overrides):
     """Return the trainer config of one Table 1 row under a preset and seed (default: its first)."""
-    base = dict(dim=cfg["dim"], seed=cfg["seeds"][0] if seed is None else seed, train_fraction=cfg["train_fraction"])
-    if name == "word2gauss":
-        return Word2GaussConfig(**{**base, **cfg["models"][name], **overrides})
-    return HypernymyConfig(model=name, batch=cfg["batch"], **{**base, **cfg["models"][name], **overrides})
-
-
-def train_row(
-    data: HypernymyData, c, device, checkpoint: Path | None, progress: bool, init=None, fused: bool | None = None
-):
-    """Train one row with its trainer (word2gauss has its own loop); `fused` as in train_concept_model."""
-    if isinstance(c, Word2GaussConfig):
-        return train_word2gauss(data, c, checkpoint, progress)
-    return train_concept_model(data, c, device, checkpoint, progress, init, fused)
+    seed = cfg["seeds"][0] if seed is None else seed
+    shared = dict(dim=cfg["dim"], batch=cfg["batch"], train_fraction=cfg["train_fraction"])
+    return row_config(name, seed, cfg["models"][name], **{**shared, **overrides})
 
 
 def _summary(r, c) -> dict:
@@ -333,7 +279,7 @@ def run_job(job: dict) -> dict:
     ckpt = Path(job["checkpoint"]) if job.get("checkpoint") else None
     init = None
     if job["method"] == "hyperbolic entailment cones":  # start from this seed's Poincaré embeddings
-        pj = _job(
+        pj = training_job(
             "train", setting, "Poincaré embeddings", job["seed"], cfg, job["device"], ckpt.parent if ckpt else None, 0.0
         )
         poincare = train_row(
@@ -370,7 +316,7 @@ def run_jobs(jobs: list[dict], workers: int, progress: bool = True) -> list[dict
     return list(done.values())
 
 
-def _job(kind, setting, method, seed, cfg, device, run_dir, cost, overrides=None) -> dict:
+def training_job(kind, setting, method, seed, cfg, device, run_dir, cost, overrides=None) -> dict:
     """One training job. Its checkpoint is named by the run's config (ASCII, no spaces), so two
     jobs with the same config (a grid point and the final seed-0 run) share one training."""
     overrides = overrides or {}
@@ -432,7 +378,7 @@ def grid_jobs(
             o = {**(chosen or {}).get(g["method"], {}), **g["run"], **p}
             jobs.append(
                 {
-                    **_job(
+                    **training_job(
                         "grid",
                         setting,
                         g["method"],
@@ -529,7 +475,7 @@ def run_table1(
         g = setting_graph(graph, s)
         data = _DATA[s] = setting_data(g, s, cfg)
         wordnet = {"version": g.version, "source": g.source, "fingerprint": g.fingerprint}
-        out[s] = SettingRun(s, wordnet, closure_accuracy(data), data.stats)
+        out[s] = SettingRun(s, wordnet, transitive_closure_accuracy(data), data.stats)
     chosen: dict[str, dict[str, dict]] = {s: {} for s in settings_}  # setting -> method -> overrides
     for stage in sorted({g["stage"] for g in cfg["grids"]}):
         jobs = [j for s in settings_ for j in grid_jobs(cfg, s, device, run_dir, stage, chosen[s])]
@@ -539,7 +485,7 @@ def run_table1(
                 point, out[s].grids[g["name"]] = choose(g, [r for r in results if r["setting"] == s])
                 chosen[s][g["method"]] = {**chosen[s].get(g["method"], {}), **point}
     jobs = [
-        _job("train", s, m, seed, cfg, device, run_dir, _cost(cfg, m, chosen[s].get(m)), chosen[s].get(m))
+        training_job("train", s, m, seed, cfg, device, run_dir, _cost(cfg, m, chosen[s].get(m)), chosen[s].get(m))
         for s in settings_
         for m in cfg["methods"]
         for seed in cfg["seeds"]

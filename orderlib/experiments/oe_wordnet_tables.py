@@ -75,7 +75,8 @@ ROW_NOTES = {
 }
 
 
-def _r2(x):
+def r2(x):
+    """Return x rounded to 2 decimals (None for None or NaN), as the tables report numbers."""
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 2)
 
 
@@ -91,7 +92,7 @@ def with_seed_means(rows: list[dict], by: list[str]) -> list[dict]:
     for _, g in pd.DataFrame(rows).groupby(by, sort=False):
         if len(g) > 1:
             mean, sd = _mean_sd(list(g.ours))
-            out.append({**g.iloc[0].to_dict(), "seed": "mean", "ours": _r2(mean), "sd": _r2(sd), "n_seeds": len(g)})
+            out.append({**g.iloc[0].to_dict(), "seed": "mean", "ours": r2(mean), "sd": r2(sd), "n_seeds": len(g)})
     return out
 
 
@@ -123,7 +124,7 @@ def table(run, setting: str) -> pd.DataFrame:
             metric="test accuracy (%)",
             paper=PAPER_TABLE1["transitive closure"],
             published=None,
-            ours=_r2(res.closure),
+            ours=r2(res.closure),
             sd=None,
             n_seeds=None,
             seed="none",
@@ -148,8 +149,8 @@ def table(run, setting: str) -> pd.DataFrame:
                     metric=metric,
                     paper=paper,
                     published=pub,
-                    ours=_r2(mean),
-                    sd=_r2(sd),
+                    ours=r2(mean),
+                    sd=r2(sd),
                     n_seeds=len(vals),
                     seed="mean",
                 )
@@ -160,7 +161,7 @@ def table(run, setting: str) -> pd.DataFrame:
                     metric=metric,
                     paper=None,
                     published=None,
-                    ours=_r2(r[key]),
+                    ours=r2(r[key]),
                     sd=None,
                     n_seeds=None,
                     seed=str(r["seed"]),
@@ -206,7 +207,7 @@ def gaps(run, setting: str = "paper") -> pd.DataFrame:
                 paper=PAPER_TABLE1.get(r.method),
                 ours=r.ours,
                 sd=r.sd,
-                gap=_r2(r.ours - PAPER_TABLE1[r.method]) if r.method in PAPER_TABLE1 else None,
+                gap=r2(r.ours - PAPER_TABLE1[r.method]) if r.method in PAPER_TABLE1 else None,
                 note=ROW_NOTES[r.method],
             )
             for r in t.itertuples()
@@ -224,7 +225,7 @@ def gains(run, setting: str) -> pd.DataFrame:
     rows = []
     for m, r in t.iterrows():
         se = math.sqrt((r.sd or 0) ** 2 / r.n_seeds + (oe.sd or 0) ** 2 / oe.n_seeds) if r.n_seeds else None
-        rows.append(dict(method=m, mean=r.ours, gain_over_order_embeddings=_r2(r.ours - oe.ours), se=_r2(se)))
+        rows.append(dict(method=m, mean=r.ours, gain_over_order_embeddings=r2(r.ours - oe.ours), se=r2(se)))
     return pd.DataFrame(rows)
 
 
@@ -243,7 +244,7 @@ def grid_frame(run) -> pd.DataFrame:
     """The dev-selection grids: setting, grid, value, dev accuracy."""
     return pd.DataFrame(
         [
-            dict(setting=s, grid=g, value=v, dev_accuracy=_r2(a))
+            dict(setting=s, grid=g, value=v, dev_accuracy=r2(a))
             for s, res in run.settings.items()
             for g, sc in res.grids.items()
             for v, a in sc.items()

@@ -16,53 +16,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from orderlib.data.attributes import OBJECTS  # noqa: F401 (exp.OBJECTS)
-from orderlib.data.fact_tasks import GLOSS, FactTask, fact_task, facts_of, slot_vectors, vocabulary  # noqa: F401
-from orderlib.data.facts import VERSION, Fact, all_facts, generalisation_cases, implies  # noqa: F401 (notebook 09)
+from orderlib.data.fact_tasks import GLOSS, FactTask, fact_task, facts_of, vocabulary
+from orderlib.data.facts import VERSION, Fact, implies
 from orderlib.encoders.skipgram import word_vectors_parameter
 from orderlib.encoders.word_vectors import token_vectors, vector_note
-from orderlib.eval import fact_tables
-from orderlib.eval.fact_tables import (  # noqa: F401 (the notebook's tables: exp.table4, ...)
-    CAPTION_METHODS,
-    FIG7_BINS,
-    PAPER_TABLE1,
-    TRAININGS,
-    examples,
-    images_per_fact_curve,
-    scale_point,
-    table,
-    table1,
-    table4,
-    table5,
-)
-from orderlib.eval.facts import (  # noqa: F401 (the protocols, read as exp.* by notebook 09 and benchmarks)
-    ALL,
-    DOT_SCORED,
-    IMPLIED,
-    PAPER_STRUCTURE_ABLATION_K1,
-    PAPER_TABLE4,
-    PAPER_TABLE5,
-    PROTOCOLS,
-    SAME_ORDER,
-    STRICT,
-    Protocol,
-    average_precision,
-    chance_rows,
-    fact_map,
-    fact_scores,
-    fact_topk,
-    flexible_relevance,
-    generalisation_rows,
-    implied_chance,
-    implied_hits,
-    implied_scores,
-    implied_topk,
-    implied_truth,
-    protocols,
-    retrieval_rows,
-    same_order,
-    slot_scores,
-)
+from orderlib.eval.facts import fact_map
+from orderlib.experiments import sherlock_tables
+from orderlib.experiments.sherlock_tables import CAPTION_METHODS, scale_point
 from orderlib.params import device, matmul, one_of, workers
 from orderlib.paths import slug
 from orderlib.reports import model_record
@@ -306,7 +266,8 @@ def _train_row_job(kind: str, method: str, **kw) -> dict:
 def closed_form_rows(cfg: dict, data: FactData) -> dict[str, dict]:
     """ESZSL and multiview CCA on the frozen features (closed form: no epochs)."""
     dists = baseline_distances(data.task, data.features["train"], data.features["test"], cfg)
-    return {m: {"dist": d} for m, d in dists.items()}
+    # ESZSL's "distance" is minus its bilinear compatibility: `implied` scores it by the script's dot
+    return {m: {"dist": d, "scoring": "dot" if m == "ESZSL" else "euc"} for m, d in dists.items()}
 
 
 def phrase_distances(model, features: torch.Tensor, facts: list[Fact], vocab) -> torch.Tensor:
@@ -397,12 +358,12 @@ def caption_retrained_rows(
 
 
 def scoring_rows(results: dict, data: FactData, methods=("SEM-A", "SEM-B"), metrics=("euc", "cos", "dot")):
-    """eval.fact_tables.scoring_rows of the SEM rows' slot embeddings of the test images."""
+    """sherlock_tables.scoring_rows of the SEM rows' slot embeddings of the test images."""
     from orderlib.training.sherlock import embed_images
 
     with torch.no_grad():
         embeddings = {m: embed_images(results[m]["model"], data.images["test"]) for m in methods}  # (N, 3, d) each
-    return fact_tables.scoring_rows(embeddings, data.task, metrics)
+    return sherlock_tables.scoring_rows(embeddings, data.task, metrics)
 
 
 def model_records(results: dict[str, dict], cnn) -> dict[str, dict]:

@@ -12,8 +12,8 @@ from orderlib.data.fact_tasks import FactTask
 from orderlib.data.facts import generalisation_cases, implies
 from orderlib.eval.facts import (
     ALL,
+    FACT_PROTOCOLS,
     IMPLIED,
-    PROTOCOLS,
     SAME_ORDER,
     chance_rows,
     fact_map,
@@ -36,11 +36,16 @@ CAPTION_METHODS = ("order-embeddings", "order-embeddings (symm.)")  # Vendrov et
 TRAININGS = {"captions": "caption-trained", "fact phrases": "retrained on facts"}
 
 
+def scoring_of(result: dict) -> str:
+    """How `implied` scores a method's distances: its result's "scoring" (ESZSL's "dot"), else "euc"."""
+    return result.get("scoring", "euc")
+
+
 def table(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def table1(results: dict, task: FactTask) -> pd.DataFrame:
+def sherlock_table1(results: dict, task: FactTask) -> pd.DataFrame:
     """Sherlock's Table 1: the caption models caption-trained vs retrained on facts; i2f top-1
     among all facts, f2i mAP, per protocol; the paper's column: 6DS."""
     img_fact = torch.as_tensor(task.test.fact)
@@ -49,7 +54,7 @@ def table1(results: dict, task: FactTask) -> pd.DataFrame:
         for training, suffix in TRAININGS.items():
             method = f"{m}, {suffix}"
             paper = PAPER_TABLE1[(m, training)]
-            for p in protocols(method, results[method]["dist"], task):
+            for p in protocols(results[method]["dist"], task, scoring=scoring_of(results[method])):
                 values = (p.topk(p.scores, p.truth, img_fact, ks=(1,))["K1"], p.map(torch.unique(img_fact)))
                 rows += [
                     dict(method=m, protocol=p.name, training=training, metric=metric, paper=pv, ours=v)
@@ -59,7 +64,7 @@ def table1(results: dict, task: FactTask) -> pd.DataFrame:
 
 
 def table4(results: dict, task: FactTask) -> pd.DataFrame:
-    rows = [r for m, res in results.items() for r in retrieval_rows(m, res["dist"], task)]
+    rows = [r for m, res in results.items() for r in retrieval_rows(m, res["dist"], task, scoring=scoring_of(res))]
     return pd.DataFrame(rows + chance_rows(task))
 
 
@@ -89,7 +94,9 @@ def table5(results: dict, task: FactTask) -> pd.DataFrame:
     """Table 5's four cases plus the SPO facts never seen in training (beyond the paper)."""
     cases = generalisation_cases(task.facts, task.train_counts)
     cases["unseen SPO facts"] = np.flatnonzero((task.orders.numpy() == 3) & (task.train_counts == 0))
-    return pd.DataFrame([r for m, res in results.items() for r in generalisation_rows(m, res["dist"], task, cases)])
+    return pd.DataFrame(
+        [r for m, res in results.items() for r in generalisation_rows(m, res["dist"], task, cases, scoring_of(res))]
+    )
 
 
 FIG7_BINS = ((0, 0), (1, 1), (2, 5), (6, 15), (16, 50), (51, None))
@@ -100,9 +107,9 @@ def images_per_fact_curve(results: dict, task: FactTask, bins=FIG7_BINS) -> pd.D
     img_fact = np.asarray(task.test.fact)
     n = task.train_counts[img_fact]
     spo = task.orders.numpy()[img_fact] == 3
-    views = {m: protocols(m, res["dist"], task) for m, res in results.items()}
+    views = {m: protocols(res["dist"], task, scoring=scoring_of(res)) for m, res in results.items()}
     rows = []
-    for protocol in PROTOCOLS:
+    for protocol in FACT_PROTOCOLS:
         for lo, hi in bins:
             sel = spo & (n >= lo) & (n <= (hi if hi is not None else np.inf))
             label = f"{lo}" if lo == hi else (f"{lo}+" if hi is None else f"{lo}-{hi}")
@@ -132,7 +139,7 @@ def scale_point(results: dict, task: FactTask) -> list[dict]:
     img_fact = torch.as_tensor(task.test.fact)
     points = []
     for m, res in results.items():
-        for p in protocols(m, res["dist"], task):
+        for p in protocols(res["dist"], task, scoring=scoring_of(res)):
             for c, (s, t) in ((ALL, (p.scores, p.truth)), (SAME_ORDER, p.typed(task))):
                 points.append(
                     dict(

@@ -22,30 +22,19 @@ import torch
 
 from orderlib.checkpoint import cached
 from orderlib.data.attribute_tasks import AttributeTask as Task
-from orderlib.data.attribute_tasks import pair_index as _pair_index  # noqa: F401 (tests read exp._pair_index)
+from orderlib.data.attribute_tasks import pair_index
 from orderlib.data.attributes import ATTRS, OBJECTS, VERSION, make_attribute_images, render_item, split_pairs
 from orderlib.data.fashion_mnist import ensure_fashion_mnist, load_fashion_mnist
 from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
 from orderlib.encoders.cnn import ItemCNN, item_features
 from orderlib.encoders.skipgram import random_vectors, word_vectors_parameter
 from orderlib.encoders.word_vectors import describe_vectors, synset_vectors, token_vectors, vector_note
-from orderlib.eval.attribute_tables import (  # noqa: F401 (Tables 1-3: the notebook calls exp.table1, ...)
-    ARITHMETIC,
-    MAIN,
-    PAPER_TABLE1,
-    dependence_correlation,
-    inputs,
-    pair_name,
-    table1,
-    table2,
-    table3,
-)
-from orderlib.eval.compositional import context_dependence, generalised_sweep  # noqa: F401 (exp.context_dependence)
+from orderlib.eval.compositional import generalised_sweep, predict_scores
+from orderlib.experiments.utama_tables import inputs
 from orderlib.params import device, existing, matmul, one_of, workers
 from orderlib.paths import slug
 from orderlib.reports import model_record
-from orderlib.training.composition import CompositionConfig, predict_scores, train_recogniser
-from orderlib.training.item_cnn import pretrain_item_cnn as pretrain_cnn  # noqa: F401 (notebooks 08, 09)
+from orderlib.training.composition import CompositionConfig, train_recogniser
 from orderlib.training.workers import run_in_workers
 
 # The word vectors a row may start its word table from (ROWS' "vectors"; a row that names none: DEFAULT).
@@ -193,10 +182,10 @@ def train_rows(
     train side by side in that many one-thread processes (training.workers)."""
     sets = vectors if isinstance(vectors, dict) else {DEFAULT: vectors}
     val_pairs, val_unseen = task.candidates("val")
-    val_target = _pair_index(task.labels["val"], val_pairs)
+    val_target = pair_index(task.labels["val"], val_pairs)
     data_key = task.fingerprint()
 
-    def evaluate(model) -> dict:
+    def validation_metrics(model) -> dict:
         sweep = generalised_sweep(predict_scores(model, inputs(task, model, "val"), val_pairs), val_target, val_unseen)
         return {"val_auc": sweep["auc"], "val_hm": sweep["best hm"]}
 
@@ -235,7 +224,7 @@ def train_rows(
             task.features["train"],
             task.labels["train"],
             task.pairs["seen"],
-            evaluate,
+            validation_metrics,
             "val_auc",
             Path(workdir) / f"row_{slug(row)}.pt",
             progress,

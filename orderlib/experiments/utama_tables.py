@@ -11,6 +11,7 @@ import torch
 from orderlib.data.attribute_tasks import AttributeTask, pair_index, unseen_test
 from orderlib.eval.compositional import (
     accuracy_at_bias,
+    closed_world_chance,
     generalised_sweep,
     predict_scores,
     sampled_sweep,
@@ -37,7 +38,7 @@ def inputs(task: AttributeTask, model, split: str):
     return task.images[split] if model.cnn is not None else task.features[split]
 
 
-def table1(trained: dict, task: AttributeTask) -> pd.DataFrame:
+def utama_table1(trained: dict, task: AttributeTask) -> pd.DataFrame:
     """Closed-world top-k over the unseen test pairs (Misra et al.), and the generalised protocol
     (best seen / unseen / HM, AUC; HM at the bias chosen on val)."""
     test_un, closed, target = unseen_test(task)
@@ -46,9 +47,7 @@ def table1(trained: dict, task: AttributeTask) -> pd.DataFrame:
     val_pairs, val_unseen = task.candidates("val")
     val_target = pair_index(task.labels["val"], val_pairs)
     rows = []
-    p = len(closed)
-    chance = {f"top-{k}": 100.0 * k / p for k in (1, 2, 3)}
-    chance["average"] = float(np.mean(list(chance.values())))
+    chance = closed_world_chance(len(closed), (1, 2, 3))
     rows += [
         dict(method="chance", protocol="closed world", metric=m, paper=PAPER_TABLE1["chance"][i], ours=v)
         for i, (m, v) in enumerate(chance.items())

@@ -253,6 +253,13 @@ REPORTS = {
         [],
         "stand-in: Fashion-MNIST Attributes' 200 pairs as labels, for ImageNet's 1,000",
     ),
+    "bench_eval_api": (
+        "Vendrov et al. 2016",
+        "retrieval at COCO size: the Python API against the command (benchmark)",
+        "benchmarks/standing/eval_api.py",
+        [],
+        "seeded Gaussian embeddings of COCO's 5k test size",
+    ),
     "bench_label_vectors": (
         "Frome et al. (DeViSE)",
         "label vectors from word vectors: which builder follows the synset (measurement)",
@@ -447,7 +454,9 @@ def stale_sources(root: Path | None = None) -> list[str]:
     return sorted(out, key=lambda s: (not s.endswith(".ipynb"), s))
 
 
-def _freshness_section(reports: dict[str, list[str]], copies: dict[str, str]) -> str:
+def freshness_section(reports: dict[str, list[str]], copies: dict[str, str]) -> str:
+    """The index's "Freshness" section, from `freshness_of`'s ({report id: why it is stale, [] if
+    current}, {notebook: its executed copy's state})."""
     stale = {rid: why for rid, why in reports.items() if why}
     lines = [
         "## Freshness\n",
@@ -549,7 +558,7 @@ def render(root: Path | None = None, fresh: tuple | None = None) -> str:
         + "| id | paper | reproduces | preset | products | commit | models trained at | fresh | date | data | files "
         "| source |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
-    return head + "\n".join(rows) + "\n\n" + _freshness_section(fresh, copies)
+    return head + "\n".join(rows) + "\n\n" + freshness_section(fresh, copies)
 
 
 def backfill(root: Path | None = None) -> list[str]:

@@ -24,7 +24,6 @@ import torch.nn.functional as F
 from orderlib.checkpoint import code_version, fingerprint
 from orderlib.encoders.cnn import ItemCNN, to_input
 from orderlib.encoders.composition import build_composer
-from orderlib.eval.compositional import predict_scores  # noqa: F401 (re-exported: tests and notebooks read it here)
 from orderlib.losses import contrastive
 from orderlib.penalties import order_violation_matrix
 from orderlib.training import FitResult, fit
@@ -223,7 +222,7 @@ def build_model(cfg: CompositionConfig, feature_dim: int, word_vectors: np.ndarr
     raise ValueError(f"unknown model {cfg.model!r}; expected one of {MODELS}")
 
 
-def _batches(labels: np.ndarray, batch: int, distinct: bool, rng: np.random.Generator) -> list[np.ndarray]:
+def epoch_batches(labels: np.ndarray, batch: int, distinct: bool, rng: np.random.Generator) -> list[np.ndarray]:
     """One epoch of index batches: random images, or (distinct) batches holding one random
     image of each of `batch` different pairs (VSE++'s rule for in-batch negatives)."""
     n = len(labels)
@@ -282,7 +281,7 @@ def train_recogniser(
             for group in opt.param_groups:
                 group["lr"] = lr * 0.1 ** (epoch // cfg.decay_every)
             rng = np.random.default_rng([cfg.seed, epoch, len(name)])
-            total, steps = 0.0, _batches(labels, cfg.batch, model.distinct_pairs, rng)
+            total, steps = 0.0, epoch_batches(labels, cfg.batch, model.distinct_pairs, rng)
             for idx in steps:
                 loss = model.loss(inputs[idx], labels_t[idx], seen_t)
                 opt.zero_grad()

@@ -103,14 +103,15 @@ def held_out(model, data: EntailmentData, device) -> dict:
     return {"tau": tau, "dev_accuracy": 100 * dev_acc}
 
 
-def evaluate(model, data: EntailmentData, device) -> dict:
+def entailment_accuracy(model, data: EntailmentData, device) -> dict:
     """Choose the threshold on held-out pairs, then apply it to test (whose labels it never sees)."""
     ev = held_out(model, data, device)
     test_acc = threshold_accuracy(energies(model, data.test, device), data.test.positive.numpy(), ev["tau"])
     return {**ev, "test_accuracy": 100 * test_acc}
 
 
-def _build(cfg: EntailmentConfig, vocab_size: int, device):
+def seeded_model(cfg: EntailmentConfig, vocab_size: int, device):
+    """The untrained model of `cfg` on `device`, initialised from cfg.seed (the global RNG untouched)."""
     with torch.random.fork_rng(devices=[]):  # seeded init without touching the global RNG
         torch.manual_seed(cfg.seed)
         model = build_entailment_model(cfg.model, vocab_size, cfg.word_dim, cfg.dim)
@@ -176,7 +177,7 @@ def train_entailment_model(
     trains its shard of each global batch of `cfg.batch` (orderlib.distributed); the checkpoint has
     the key a single-process run of `cfg` has."""
     device = torch.device(device)
-    model = _build(cfg, len(data.vocab), device)
+    model = seeded_model(cfg, len(data.vocab), device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     replica = ddp.wrap(model) if distributed else None
     matmul = precision.resolve(cfg.matmul, device)
@@ -204,5 +205,5 @@ def train_entailment_model(
             cfg.model,
             distributed,
         )
-    ev = evaluate(model, data, device)
+    ev = entailment_accuracy(model, data, device)
     return ThresholdResult.of(model, fitted, ev)

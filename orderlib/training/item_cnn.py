@@ -74,7 +74,7 @@ def train_item_cnn(
                 total += loss.item()
         return total / len(steps)
 
-    def evaluate() -> dict:
+    def held_out_accuracy() -> dict:
         return {"held_out_accuracy": 100.0 * float((predict(model, hx) == hy.numpy()).mean())}
 
     cfg_dict = {
@@ -89,7 +89,7 @@ def train_item_cnn(
         opt,
         cfg_dict,
         one_epoch,
-        evaluate,
+        held_out_accuracy,
         "held_out_accuracy",
         cfg.epochs,
         cfg.epochs,

@@ -112,7 +112,7 @@ def embed(model: JointEmbedding, split: CaptionedImages, batch: int = 1024) -> t
     return ims, caps
 
 
-def evaluate(model: JointEmbedding, split: CaptionedImages, folds: int = 1, name: str = "") -> dict:
+def retrieval_metrics_of_model(model: JointEmbedding, split: CaptionedImages, folds: int = 1, name: str = "") -> dict:
     """Retrieval metrics (see orderlib.eval.retrieval.evaluate_retrieval) of `model` on `split`;
     `name` (model and split) is what an error about NaN embeddings names."""
     ims, caps = embed(model, split)
@@ -224,7 +224,7 @@ def train_retrieval_model(
     label = desc or f"{cfg.penalty}/{cfg.loss}"
 
     def held_out() -> dict:
-        m = evaluate(model, data.dev, name=f"{label}, dev split")
+        m = retrieval_metrics_of_model(model, data.dev, name=f"{label}, dev split")
         return {"dev_score": dev_score(m), "dev_rsum": m["rsum"]}
 
     matmul = precision.resolve(cfg.matmul, device)
