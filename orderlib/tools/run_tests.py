@@ -104,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         step("lint (ruff check)", [py, "-m", "ruff", "check", "."], env),
         step("format (ruff format --check)", [py, "-m", "ruff", "format", "--check", "."], env),
         step("import layers (lint-imports)", [str(Path(py).parent / "lint-imports"), "--no-cache"], env),
-        step("report index", [py, "-m", "orderlib.tools.report_index", "--check", "--strict"], env),
+        # --check: fails when reports/README.md is out of date and lists stale reports; add --strict to
+        # fail on them too (make test leaves it off while every report awaits the retrain at the new
+        # checkpoint keys, docs/reliability.md#freshness).
+        step("report index", [py, "-m", "orderlib.tools.report_index", "--check"], env),
         step(
             "library tests",
             [
