@@ -66,6 +66,7 @@ bench: bench-penalty bench-seeds
 	$(PY) benchmarks/standing/lanes.py
 	$(PY) benchmarks/standing/compute_floor.py
 	$(PY) benchmarks/standing/label_vectors.py
+	$(PY) benchmarks/standing/eval_api.py
 
 bench-penalty: data
 	$(PY) benchmarks/standing/penalty.py
