@@ -13,7 +13,6 @@ import torch
 from orderlib.cli.common import add_output, add_parser
 from orderlib.cli.inputs import index_names, read_embeddings, read_lines, read_rows
 from orderlib.cli.report import Report
-from orderlib.concepts.rows import FROM_SCRATCH, TABLE1_DEFAULTS, row_config, train_row
 from orderlib.data.hypernymy import SPLIT_PROTOCOLS, closure_pairs, listed_pairs, make_splits
 from orderlib.errors import InputError
 from orderlib.eval.hypernymy import TIE_RULE, hypernymy_metrics, pair_energies, transitive_closure_accuracy
@@ -215,6 +214,8 @@ def train_table1_row(data, model: str, settings: dict, seed: int, device, checkp
     """Train one Table 1 row on `data` (orderlib.data.hypernymy.HypernymyData) with its settings
     (orderlib.concepts.rows) overridden by `settings` (None: the row's). Returns (ThresholdResult,
     state dict of the model, energies of data.dev, energies of data.test)."""
+    from orderlib.concepts.rows import row_config, train_row  # the training stack loads for `train` only
+
     config = row_config(model, seed, **{k: v for k, v in settings.items() if v is not None})
     result = train_row(data, config, device, checkpoint, progress)
     energies = [
@@ -226,6 +227,8 @@ def train_table1_row(data, model: str, settings: dict, seed: int, device, checkp
 
 def preset_defaults() -> dict:
     """The split settings of Table 1 (orderlib.concepts.rows.TABLE1_DEFAULTS)."""
+    from orderlib.concepts.rows import TABLE1_DEFAULTS
+
     return {k: TABLE1_DEFAULTS[k] for k in ("n_test", "n_dev", "split_seed")}
 
 
@@ -252,6 +255,8 @@ def embeddings_npz(names: list[str], state: dict) -> bytes:
 
 
 def run_train(args) -> Report:
+    from orderlib.concepts.rows import FROM_SCRATCH
+
     learned = FROM_SCRATCH
     if args.model not in learned:
         raise InputError("--model", f"{args.model!r} is not one of Table 1's learned rows {learned}")
