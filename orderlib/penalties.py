@@ -241,12 +241,14 @@ class Energy:
     """A named energy, low = "the pair holds", the specific side first: its aligned form `pairs`,
     its all-pairs form `matrix` (bounded memory) where one exists, whether models keep embeddings
     in the positive orthant (`nonnegative`), and its code and parameters in the compiled table-model
-    step (csrc/concept_step.cpp) where it has one. Energies of boxes and densities take their
-    models' parameters (corners, means and variances), not plain vectors."""
+    step (csrc/concept_step.cpp) where it has one. `vectors`: `pairs` takes two vectors (x, y);
+    the energies of boxes, densities and the bilinear model take their models' parameters
+    (corners, means and variances, a matrix) instead."""
 
     pairs: Callable[..., torch.Tensor]
     matrix: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
     nonnegative: bool = False
+    vectors: bool = True
     kernel: int | None = None
     kernel_params: tuple[str, ...] = ()
 
@@ -257,10 +259,10 @@ ENERGIES: dict[str, Energy] = {
     "order": Energy(order_violation, order_violation_matrix, nonnegative=True, kernel=0),  # Eq. (2) of Vendrov et al.
     "order-reversed": Energy(_order_reversed, _order_reversed_matrix, nonnegative=True),  # images above captions
     "cosine": Energy(cosine_distance, cosine_distance_matrix, kernel=1, kernel_params=("eps",)),
-    "density-order": Energy(density_order_violation, kernel=2, kernel_params=("gamma", "normalize")),
-    "box": Energy(box_energy, kernel=3, kernel_params=("temperature",)),
-    "gumbel-box": Energy(gumbel_box_energy, kernel=4, kernel_params=("beta", "temperature")),
-    "bilinear": Energy(bilinear_score, kernel=5),  # a score: the model's energy is minus it, less a bias
+    "density-order": Energy(density_order_violation, vectors=False, kernel=2, kernel_params=("gamma", "normalize")),
+    "box": Energy(box_energy, vectors=False, kernel=3, kernel_params=("temperature",)),
+    "gumbel-box": Energy(gumbel_box_energy, vectors=False, kernel=4, kernel_params=("beta", "temperature")),
+    "bilinear": Energy(bilinear_score, vectors=False, kernel=5),  # a score: the model's energy is minus it, less a bias
     "poincare-distance": Energy(poincare_distance, kernel=6),  # what Nickel & Kiela's loss trains on
     "poincare": Energy(_poincare_isa_table1),  # the is-a energy Table 1's Poincaré row is scored by
     "cone": Energy(cone_violation, kernel=7, kernel_params=("K",)),
@@ -268,6 +270,7 @@ ENERGIES: dict[str, Energy] = {
 
 
 MATRIX_ENERGIES = tuple(name for name, e in ENERGIES.items() if e.matrix is not None)  # retrieval's penalties
+VECTOR_ENERGIES = tuple(name for name, e in ENERGIES.items() if e.vectors)  # E(x, y) of two embeddings
 
 
 def energy(name: str) -> Energy:

@@ -20,6 +20,7 @@ from orderlib.eval import (
     fact_retrieval,
     hypernymy_metrics,
     pair_energies,
+    rank_metrics,
     retrieval_metrics,
     retrieval_metrics_of_embeddings,
 )
@@ -115,6 +116,15 @@ def test_retrieval_bad_input_is_input_error():
         assert e.value.path == where
     with pytest.raises(InputError, match="no all-pairs form"):
         retrieval_metrics_of_embeddings(torch.zeros(2, 3), torch.zeros(10, 3), "cone")
+    with pytest.raises(InputError) as e:
+        rank_metrics(torch.tensor([1, 2]), ties="best")
+    assert e.value.path == "ties"
+    with pytest.raises(InputError, match="NaN or inf"):  # NonFiniteEmbeddings is an InputError
+        retrieval_metrics_of_embeddings(torch.full((2, 3), float("nan")), torch.zeros(10, 3))
+    ints = np.arange(20).reshape(2, 10) % 7  # integers (and numpy embeddings) are read as they come
+    assert retrieval_metrics(ints).mean == retrieval_metrics(ints.astype(float)).mean
+    x = np.random.default_rng(0).random((2, 3))
+    assert retrieval_metrics_of_embeddings(x, np.repeat(x, 5, 0)).metrics()["rsum"] == 600.0
 
 
 def test_hypernymy_is_sklearn_and_the_best_dev_cut():
@@ -133,6 +143,12 @@ def test_hypernymy_is_sklearn_and_the_best_dev_cut():
     assert set(r.roc.split) == {"dev", "test"}
     with pytest.raises(InputError, match="all 3 pairs are positive"):
         hypernymy_metrics([0.0, 1.0, 2.0], [1, 1, 1], e_test, y_test)
+    with pytest.raises(InputError) as e:
+        hypernymy_metrics(e_dev, y_dev, np.r_[e_test[:-1], np.nan], y_test)
+    assert e.value.path == "test_energies"
+    with pytest.raises(InputError) as e:
+        hypernymy_metrics(e_dev, y_dev * 0.9, e_test, y_test)  # probabilities are not labels
+    assert e.value.path == "dev_labels"
 
 
 def test_pair_energies_read_the_registry():
@@ -143,6 +159,11 @@ def test_pair_energies_read_the_registry():
         np.testing.assert_allclose(pair_energies(x * 0.5, pairs, name), want)
     with pytest.raises(InputError, match="NaN or inf"):
         pair_energies(torch.full((2, 3), float("nan")), [[0, 1]], "order")
+    with pytest.raises(InputError, match="not an energy of two embeddings"):
+        pair_energies(x, pairs, "box")
+    with pytest.raises(InputError) as e:
+        pair_energies(x, [[0, 5]], "order")
+    assert e.value.path == "pairs"
 
 
 def test_closed_world_is_brute_force_top_k_among_unseen_pairs():
@@ -157,6 +178,12 @@ def test_closed_world_is_brute_force_top_k_among_unseen_pairs():
     for k in (1, 2, 3, 20):
         assert r[f"top-{k}"] == pytest.approx(100 * np.mean(np.array(place) <= k))
     assert r["chance"]["top-1"] == pytest.approx(100 / 5) and r["chance"]["top-20"] == 100.0  # k clipped to P
+    with pytest.raises(InputError) as e:
+        closed_world_topk(scores, np.r_[labels[:-1], 9], unseen)
+    assert e.value.path == "labels"
+    with pytest.raises(InputError) as e:
+        closed_world_topk(scores, labels, unseen[:-1])
+    assert e.value.path == "scores"
 
 
 def test_fact_retrieval_is_retrieval_rows_with_an_explicit_scoring():
@@ -174,12 +201,21 @@ def test_fact_retrieval_is_retrieval_rows_with_an_explicit_scoring():
     assert a.metric("K1", "strict") == b.metric("K1", "strict")  # strict reads the distances as they are
     nearest = d.argmin(1)
     assert a.metric("K1", "strict") == pytest.approx(100 * np.mean(nearest == image_fact))
-    assert fact_retrieval(-d, facts, image_fact, "similarity", "dot").table == b.table
+    assert fact_retrieval(-d, facts, image_fact, "similarity", scoring="dot").table == b.table
     with pytest.raises(InputError, match="negative distances"):
         fact_retrieval(d - 0.5, facts, image_fact, scoring="euc")
     with pytest.raises(InputError) as e:
         fact_retrieval(d, facts, image_fact, scoring="cos")
     assert e.value.path == "scoring"
+    strict = fact_retrieval(d, facts, image_fact, scoring="euc", names="strict").table
+    assert {r["protocol"] for r in strict} == {"strict"}
+    with pytest.raises(InputError, match="expected some of strict, implied"):
+        fact_retrieval(d, facts, image_fact, scoring="euc", names=("Strict",))
+    ints = (d * 100).astype(int)  # integers are read as floats
+    assert (
+        fact_retrieval(ints, facts, image_fact, scoring="dot").table
+        == fact_retrieval(ints.astype(float), facts, image_fact, scoring="dot").table
+    )
 
 
 def test_one_registry_feeds_the_joint_model_and_the_compiled_step():

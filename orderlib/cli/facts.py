@@ -81,7 +81,7 @@ def run(args) -> Report:
     m, facts, labels = load(args)
     # `implied` scores similarities as they are (the script's `dot`), distances by its per-fact `euc`.
     scoring = "dot" if args.kind == "similarity" else "euc"
-    table = pd.DataFrame(fact_retrieval(m, facts, labels, args.kind, scoring).rows(args.method))
+    table = pd.DataFrame(fact_retrieval(m, facts, labels, args.kind, scoring=scoring).rows(args.method))
     n_images = np.bincount(labels, minlength=len(facts))
     return Report(
         table=table,

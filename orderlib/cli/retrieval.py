@@ -15,7 +15,6 @@ from orderlib.eval.retrieval import (
     PRIMARY_TIES,
     RETRIEVAL_PROTOCOLS,
     TIE_COLUMNS,
-    TIES,
     retrieval_metrics,
     retrieval_metrics_of_embeddings,
 )
@@ -131,14 +130,12 @@ def results(args) -> tuple[list, dict, str]:
     if args.matrix:
         m, inputs = load_matrix(args)
         scoring = f"precomputed {args.kind} matrix"
-        evaluate = lambda protocol: retrieval_metrics(
-            m, args.kind, args.captions_per_image, protocol, args.fold_size, TIES
-        )
+        evaluate = lambda protocol: retrieval_metrics(m, args.kind, args.captions_per_image, protocol, args.fold_size)
     else:
         images, captions, inputs = load_embeddings(args)
         scoring = f"{args.score} penalty of the embeddings (orderlib.encoders.joint)"
         evaluate = lambda protocol: retrieval_metrics_of_embeddings(
-            images, captions, args.score, args.captions_per_image, protocol, args.fold_size, TIES
+            images, captions, args.score, args.captions_per_image, protocol, args.fold_size
         )
     out = []
     for protocol in dict.fromkeys(args.protocol):

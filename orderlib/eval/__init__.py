@@ -1,8 +1,9 @@
 """The four papers' evaluation protocols on arrays or tensors: plain inputs, a small result out,
-no files, no printing (docs/your_data.md#in-python). Bad input raises orderlib.errors.InputError.
+no files, no printing (docs/your_data.md#in-python). Bad input raises orderlib.errors.InputError
+(a ValueError naming the argument).
 
 - retrieval (Table 2 of Vendrov et al., VSE++): `retrieval_metrics` on an (N, k N) matrix,
-  `retrieval_metrics_of_embeddings` on embeddings with a penalty of orderlib.penalties.ENERGIES;
+  `retrieval_metrics_of_embeddings` on embeddings with a penalty of orderlib.penalties.MATRIX_ENERGIES;
 - hypernymy (Table 1 of Vendrov et al.): `hypernymy_metrics` (threshold on dev, accuracy, AP,
   ROC AUC, ROC points), `pair_energies`, `transitive_closure_accuracy`;
 - compositional (Utama; Misra et al.; czsl): `closed_world_topk`, `generalised_sweep`, `sampled_sweep`;
@@ -19,7 +20,7 @@ from orderlib.eval.compositional import (
     sampled_sweep,
     topk_accuracy,
 )
-from orderlib.eval.facts import FACT_PROTOCOLS, SCORINGS, FactRetrievalResult, fact_retrieval
+from orderlib.eval.facts import ALL, FACT_PROTOCOLS, SAME_ORDER, SCORINGS, FactRetrievalResult, fact_retrieval
 from orderlib.eval.hypernymy import (
     HypernymyResult,
     ap_auc,
@@ -39,9 +40,11 @@ from orderlib.eval.retrieval import (
 from orderlib.eval.threshold import best_threshold, roc_points, threshold_accuracy
 
 __all__ = [
+    "ALL",
     "FACT_PROTOCOLS",
     "PRIMARY_TIES",
     "RETRIEVAL_PROTOCOLS",
+    "SAME_ORDER",
     "SCORINGS",
     "TIES",
     "FactRetrievalResult",

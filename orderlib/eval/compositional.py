@@ -8,7 +8,9 @@
   from one threshold per image (the field's code samples the biases: `sampled_sweep`). Reported:
   best seen, best unseen, best harmonic mean and the area under the curve.
 
-Ties count the same way in both: a target tied with k candidates is worth 1 / (k + 1) of a hit.
+Ties count the same way in both, by the expected rule: with tied candidates shuffled, a target is
+worth the probability that it lands within the top k (1 / (j + 1) of a hit at top-1 when tied
+with j others).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from orderlib.errors import InputError
 from orderlib.eval.retrieval import PRIMARY_TIES, TargetRanks, rank_metrics, ranks_of_targets
 
 
@@ -45,8 +48,9 @@ def closed_world_chance(n_candidates: int, ks=(1, 2, 3)) -> dict:
 def closed_world_topk(scores, labels, unseen, ks=(1, 2, 3), ties: str = PRIMARY_TIES) -> dict:
     """Misra et al.'s closed world, Utama's Table 1: each image of an unseen pair ranks the unseen
     pairs only. scores (N images, P pairs), high = match; labels (N,) each image's pair; unseen (P,)
-    bool. Returns {"top-k": %, ..., "average": %} under `ties` (a target tied with j others is
-    1 / (j + 1) of a hit) and the same for chance under "chance".
+    bool. Returns {"top-k": %, ..., "average": %} under `ties` ("expected": the probability that the
+    target lands within k when ties are shuffled, 1 / (j + 1) at top-1 when tied with j others;
+    or "pessimistic", "optimistic", "index"), and chance under "chance".
 
     >>> s = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.1], [0.3, 0.2, 0.4]])
     >>> r = closed_world_topk(s, [0, 2, 2], [False, True, True], ks=(1,))
@@ -54,10 +58,19 @@ def closed_world_topk(scores, labels, unseen, ks=(1, 2, 3), ties: str = PRIMARY_
     (50.0, 50.0)
     """
     scores = torch.as_tensor(scores)
+    if not torch.is_floating_point(scores):
+        scores = scores.double()
     labels, unseen = np.asarray(labels, np.int64), np.asarray(unseen, bool)
+    if scores.ndim != 2 or unseen.shape != (scores.shape[1],) or labels.shape != (scores.shape[0],):
+        raise InputError(
+            "scores",
+            f"shape {tuple(scores.shape)}: needs one row per label ({len(labels)}) and one column per pair ({len(unseen)})",
+        )
+    if len(labels) and (labels.min() < 0 or labels.max() >= len(unseen)):
+        raise InputError("labels", f"pairs must be in 0..{len(unseen) - 1}")
     cols, rows = np.flatnonzero(unseen), np.flatnonzero(unseen[labels])
     if not len(rows):
-        raise ValueError("no image of an unseen pair: the closed world needs some")
+        raise InputError("labels", "no image of an unseen pair: the closed world needs some")
     target = np.searchsorted(cols, labels[rows])
     acc = topk_accuracy(scores[torch.as_tensor(rows)][:, torch.as_tensor(cols)], torch.as_tensor(target), ks, ties)
     return {**acc, "chance": closed_world_chance(len(cols), ks)}
@@ -118,14 +131,15 @@ def _inputs(scores, target, unseen):
     target, unseen = torch.as_tensor(target, dtype=torch.long), torch.as_tensor(unseen, dtype=torch.bool)
     is_unseen, credit, _, thr = _thresholds(scores, target, unseen)
     if is_unseen.all() or not is_unseen.any():
-        raise ValueError("the generalised sweep needs images of both seen and unseen pairs")
+        raise InputError("target", "the generalised sweep needs images of both seen and unseen pairs")
     return is_unseen, credit, thr
 
 
 def generalised_sweep(scores, target, unseen) -> dict:
     """The generalised protocol (Purushwalkam et al.; Mancini et al.'s czsl), swept exactly: scores
     (N, P) of images with target pairs (N,), unseen (P,) marking unseen candidate pairs, a bias
-    added to every unseen pair's score. Ties: a target tied with j candidates is 1 / (j + 1) of a hit. Returns best seen / unseen accuracy and best
+    added to every unseen pair's score; scores high = match. Ties: a target tied with j candidates
+    is 1 / (j + 1) of a hit. Returns best seen / unseen accuracy and best
     harmonic mean (%), the AUC of the seen-unseen curve (%, as a fraction of the unit square:
     100 x area), the bias at the best harmonic mean, and the curve in rising-bias order.
 
@@ -156,7 +170,7 @@ def sampled_sweep(scores, target, unseen, bins: int = 20, margin: float = 1e-4) 
     every (len // bins)-th threshold of the unseen images that can be right, each less `margin`,
     plus the point at a very large bias; points joined linearly. Best seen, best harmonic mean and
     AUC come out at or below the exact sweep's; reported beside it so rows compare with published
-    MIT-States numbers."""
+    MIT-States numbers. Returns best seen, best unseen, best hm and auc (no bias, no curve)."""
     is_unseen, credit, thr = _inputs(scores, target, unseen)
     diffs = np.sort(thr[is_unseen & (credit > 0)]) - margin
     biases = diffs[:: max(len(diffs) // bins, 1)]

@@ -454,12 +454,15 @@ def generalisation_rows(
 
 @dataclass
 class FactRetrievalResult:
-    """Long rows of Sherlock's Table 4 protocols (retrieval_rows): protocol, scope ("all", "order k"),
-    candidates (ALL or SAME_ORDER), metric (K1, K5, K10, mAP, mAP@100), ours (%)."""
+    """Long rows of Sherlock's Table 4 protocols (retrieval_rows), one dict each: protocol ("strict",
+    "implied"), scope ("all", or "order 1" to "order 3" where the test images have facts of that
+    order), candidates (ALL = "all facts", or SAME_ORDER = "facts of the image's order", K@k only),
+    metric (K1, K5, K10; mAP, mAP@100 among all facts), ours (%)."""
 
     table: list[dict]
 
     def rows(self, method: str = "yours") -> list[dict]:
+        """The rows with `method` filled in, as `orderlib eval facts` writes them."""
         return [dict(r, method=method) for r in self.table]
 
     def metric(self, metric: str, protocol: str = STRICT, scope: str = "all", candidates: str = ALL) -> float:
@@ -471,30 +474,37 @@ class FactRetrievalResult:
 
 
 def fact_retrieval(
-    matrix, facts: list[Fact], image_fact, kind: str = "distance", scoring: str = "euc", names=FACT_PROTOCOLS
+    matrix, facts: list[Fact], image_fact, kind: str = "distance", *, scoring: str, names=FACT_PROTOCOLS
 ) -> FactRetrievalResult:
     """Sherlock's bi-directional fact retrieval (Table 4 of Elhoseiny et al.) on an (N images,
     F facts) matrix: image -> fact K1/K5/K10 among all facts and among the facts of the image's
     order, fact -> image mAP and mAP@100 (calcAP.m), overall and per fact order, under `strict`
-    (GetSherlockResults.m: the annotated fact only; ties expected, 1 / (j + 1) of a hit) and
-    `implied` (GetSherlockResults_notharsh_v2.m: an image's implied lower-order facts are true too;
-    ties by index, a stable sort).
+    (GetSherlockResults.m: the annotated fact only) and `implied` (GetSherlockResults_notharsh_v2.m:
+    an image's implied lower-order facts are true too). Ties: strict K@k by the expected rule
+    (ties shuffled; 1 / (j + 1) of a hit at K1 when tied with j others); implied K@k, and mAP under
+    both, by index (a stable sort, as MATLAB's). NaN ranks last.
 
-    kind: "distance" (low = match) or "similarity". scoring: how `implied` scores the matrix, never
-    guessed: "euc" (the script's per-fact euc of the distances read as squared distances, >= 0)
-    or "dot" (the similarities as they are). image_fact (N,): each image's fact (a row of `facts`).
+    kind: "distance" (low = match) or "similarity". scoring (required, never guessed): how
+    `implied` scores the matrix: "euc" (the script's per-fact euc of the distances read as
+    squared distances, >= 0) or "dot" (the similarities as they are). image_fact (N,): each
+    image's fact (a row of `facts`). names: "strict", "implied" or both (the default).
 
     >>> from orderlib.data.facts import Fact
     >>> facts = [Fact("dog"), Fact("dog", "runs"), Fact("cat")]
     >>> d = [[0.0, 1.0, 4.0], [1.0, 0.0, 4.0], [4.0, 4.0, 0.0]]
-    >>> fact_retrieval(d, facts, [0, 1, 2]).metric("K1")
+    >>> fact_retrieval(d, facts, [0, 1, 2], scoring="euc").metric("K1")
     100.0
     """
     if kind not in ("distance", "similarity"):
         raise InputError("kind", f"{kind!r}, expected distance or similarity")
     if scoring not in SCORINGS:
         raise InputError("scoring", f"{scoring!r}, expected one of {', '.join(SCORINGS)}")
+    names = (names,) if isinstance(names, str) else tuple(names)
+    if not names or any(n not in FACT_PROTOCOLS for n in names):
+        raise InputError("names", f"{names!r}: expected some of {', '.join(FACT_PROTOCOLS)}")
     m = torch.as_tensor(np.asarray(matrix))
+    if not torch.is_floating_point(m):
+        m = m.double()
     image_fact = np.asarray(image_fact, np.int64)
     if m.ndim != 2 or m.shape[1] != len(facts):
         raise InputError("matrix", f"shape {tuple(m.shape)}: expected (images, {len(facts)} facts)")
@@ -512,4 +522,4 @@ def fact_retrieval(
     task = SimpleNamespace(
         facts=list(facts), orders=torch.tensor([f.order for f in facts]), test=SimpleNamespace(fact=image_fact)
     )
-    return FactRetrievalResult(retrieval_rows("", dist, task, paper={}, names=tuple(names), scoring=scoring))
+    return FactRetrievalResult(retrieval_rows("", dist, task, paper={}, names=names, scoring=scoring))

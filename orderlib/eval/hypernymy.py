@@ -17,18 +17,27 @@ import torch
 from orderlib.data.hypernymy import HypernymyData, transitive_closure_predict
 from orderlib.errors import InputError
 from orderlib.eval.threshold import best_threshold, roc_points, threshold_accuracy
-from orderlib.penalties import energy as registered_energy
+from orderlib.penalties import ENERGIES, VECTOR_ENERGIES
 
 TIE_RULE = "the threshold cuts between distinct energies only (ties never split); the lowest best cut wins"
 
 
 def pair_energies(embeddings, pairs, energy: str = "order") -> np.ndarray:
-    """(P,) float64 energies E(hyponym, hypernym) of `pairs` (P, 2) rows of `embeddings` (V, D), by
-    a name in orderlib.penalties.ENERGIES ("order": Eq. (2) of Vendrov et al.). NaN or inf energies
-    raise InputError."""
+    """(P,) float64 energies E(hyponym, hypernym), low = "is a", of `pairs` (P, 2) rows of
+    `embeddings` (V, D), by a name in orderlib.penalties.VECTOR_ENERGIES ("order": Eq. (2) of
+    Vendrov et al.; "cosine"; "poincare", Nickel & Kiela's is-a energy at alpha 1; "cone", Ganea et
+    al.'s). NaN or inf energies raise InputError."""
+    if energy not in VECTOR_ENERGIES:
+        raise InputError(
+            "energy", f"{energy!r} is not an energy of two embeddings; known: {', '.join(VECTOR_ENERGIES)}"
+        )
     x, p = torch.as_tensor(embeddings), torch.as_tensor(np.asarray(pairs, np.int64))
+    if x.ndim != 2:
+        raise InputError("embeddings", f"(V, D) embeddings are needed, got shape {tuple(x.shape)}")
+    if p.ndim != 2 or p.shape[1] != 2 or (len(p) and (p.min() < 0 or p.max() >= len(x))):
+        raise InputError("pairs", f"(P, 2) rows of the {len(x)} embeddings are needed, got shape {tuple(p.shape)}")
     with torch.no_grad():
-        e = registered_energy(energy).pairs(x[p[:, 0]], x[p[:, 1]]).double().cpu().numpy()
+        e = ENERGIES[energy].pairs(x[p[:, 0]], x[p[:, 1]]).double().cpu().numpy()
     bad = ~np.isfinite(e)
     if bad.any():
         raise InputError(
@@ -74,13 +83,14 @@ class HypernymyResult:
 def _check_labels(labels: np.ndarray, split: str) -> None:
     if labels.all() or not labels.any():
         what = "positive" if labels.all() else "negative"
-        raise InputError(f"{split} labels", f"all {len(labels)} pairs are {what}; needs both labels")
+        raise InputError(f"{split}_labels", f"all {len(labels)} pairs are {what}; needs both labels")
 
 
 def hypernymy_metrics(dev_energies, dev_labels, test_energies, test_labels) -> HypernymyResult:
     """Table 1's protocol (Vendrov et al., Sec. 3.3) on energies (low = "is a") and boolean labels
     of dev and test pairs: tau maximises dev accuracy (`best_threshold`, ties never split), test
-    accuracy at that tau, and AP and ROC AUC of each split (tied energies one step).
+    accuracy at that tau, and AP and ROC AUC of each split (tied energies one step). Labels are
+    booleans or 0 / 1; energies are read as float64 and must be finite.
 
     >>> r = hypernymy_metrics([0.0, 0.1, 2.0, 3.0], [1, 1, 0, 0], [0.2, 1.5, 0.5, 4.0], [1, 1, 0, 0])
     >>> r.threshold, r.splits["test"]["accuracy (%)"]
@@ -88,11 +98,16 @@ def hypernymy_metrics(dev_energies, dev_labels, test_energies, test_labels) -> H
     """
     data = {}
     for split, (e, y) in (("dev", (dev_energies, dev_labels)), ("test", (test_energies, test_labels))):
-        e, y = np.asarray(e, np.float64), np.asarray(y).astype(bool)
+        e, y = np.asarray(e, np.float64), np.asarray(y)
         if e.shape != y.shape or e.ndim != 1:
             raise InputError(
-                f"{split} energies", f"shape {e.shape} against {y.shape} labels; expected two equal 1-D arrays"
+                f"{split}_energies", f"shape {e.shape} against {y.shape} labels; expected two equal 1-D arrays"
             )
+        if not np.isfinite(e).all():
+            raise InputError(f"{split}_energies", f"{int((~np.isfinite(e)).sum())} are NaN or inf")
+        if not np.isin(y, (0, 1)).all():
+            raise InputError(f"{split}_labels", "must be booleans or 0 / 1")
+        y = y.astype(bool)
         _check_labels(y, split)
         data[split] = (e, y)
     tau, dev_acc = best_threshold(*data["dev"])

@@ -7,7 +7,7 @@ rule of `TIES`, the exact expectation under random tie-breaking first (docs/glos
 NaN penalties rank last.
 
 The API: `retrieval_metrics` on an (N, k N) score or distance matrix, `retrieval_metrics_of_embeddings`
-on embeddings with a penalty named in `orderlib.penalties.ENERGIES`; both return a
+on embeddings with a penalty of `orderlib.penalties.MATRIX_ENERGIES`; both return a
 `RetrievalResult` for one protocol of `RETRIEVAL_PROTOCOLS`.
 """
 
@@ -34,13 +34,17 @@ def tie_columns(by_rule: dict) -> dict:
     return {"ours": by_rule[PRIMARY_TIES], **{col: by_rule[rule] for rule, col in TIE_COLUMNS.items()}}
 
 
-class NonFiniteEmbeddings(ValueError):
+class NonFiniteEmbeddings(InputError):
     """Embeddings hold NaN or inf: the model has diverged; its retrieval metrics would mean nothing."""
+
+    def __init__(self, what: str):
+        super().__init__("embeddings", what)
+        self.args = (what,)  # str(): the message alone, which names the model and split
 
 
 def _check_ties(ties: str) -> None:
     if ties not in TIES:
-        raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
+        raise InputError("ties", f"must be one of {TIES}, got {ties!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -288,10 +292,11 @@ DIRECTIONS = {"caption retrieval": "image→text", "image retrieval": "text→im
 
 @dataclass
 class RetrievalResult:
-    """One protocol's retrieval metrics under each tie rule: `folds` (one {rule: metrics} per fold;
-    one fold for "5k" and "all") and their `mean` ({rule: metrics}; for "1k" the fold-mean, as the
-    papers report it). metrics = {"caption retrieval": {"R@1", ..., "median rank", "mean rank"},
-    "image retrieval": {...}, "rsum": float}."""
+    """One protocol's retrieval metrics under every tie rule of TIES: `folds` (one {rule: metrics}
+    per fold; one fold for "5k" and "all") and their `mean` ({rule: metrics}; for "1k" the
+    fold-mean, as the papers report it). metrics = {"caption retrieval": {"R@1", ..., "median
+    rank", "mean rank"}, "image retrieval": {...}, "rsum": the sum of the six R@K}. `fold_size`:
+    images per fold (for "5k" and "all", every image)."""
 
     protocol: str
     fold_size: int
@@ -340,11 +345,9 @@ def protocol_folds(protocol: str, n_images: int, fold_size: int = 1000) -> int:
     return n_images // fold_size if protocol == "1k" else 1
 
 
-def _protocol_result(count, n_images: int, protocol: str, fold_size: int, ties, ks) -> RetrievalResult:
+def _protocol_result(count, n_images: int, protocol: str, fold_size: int, ks) -> RetrievalResult:
     """count(fold, n_folds) -> (i2t, t2i) ranks of one fold; the folds' metrics and their mean."""
-    rules = _rules(ties)
-    if PRIMARY_TIES not in rules:
-        rules = (PRIMARY_TIES, *rules)
+    rules = TIES
     n_folds = protocol_folds(protocol, n_images, fold_size)
     ranks = [count(f, n_folds) for f in range(n_folds)]
     folds = [{rule: _with_rsum(_side_metrics(i2t, t2i, rule, ks)) for rule in rules} for i2t, t2i in ranks]
@@ -369,19 +372,21 @@ def retrieval_metrics(
     captions_per_image: int = 5,
     protocol: str = "all",
     fold_size: int = 1000,
-    ties: str | tuple[str, ...] = TIES,
     ks: tuple[int, ...] = (1, 5, 10),
     block: int | None = None,
 ) -> RetrievalResult:
     """Caption-image retrieval (Table 2 of Vendrov et al.; VSE++'s evaluation) of an (N images,
-    k N captions) matrix, caption j belonging to image j // k: R@K, median and mean rank both ways
-    and rsum, under each tie rule of `ties` ("expected": a target tied with j others counts as the
-    mean of the shuffled places, the primary rule; "pessimistic", "optimistic", "index").
+    k N captions) matrix, caption c belonging to image c // k (k = captions_per_image): R@K for
+    each K in `ks`, median and mean rank, both ways, and rsum (the sum of the R@K of both
+    directions: with the default ks, the papers' rsum), under every tie rule of TIES: "expected"
+    (the primary: the expectation when tied candidates are shuffled), "pessimistic" (ties count
+    against), "optimistic" (for) and "index" (the lower index first, a stable sort). Image ->
+    text counts the best-ranked true caption. NaN ranks last.
 
     `kind`: "distance" (penalty, energy; low = match) or "similarity" (high = match). `protocol`:
     "1k" (folds of `fold_size` images, each and their mean), "5k" (5 x fold_size images at once) or
     "all". Queries are ranked a block at a time (`block` rows; default: bounded by
-    orderlib.penalties.chunk_bytes), on the matrix's device.
+    orderlib.penalties.chunk_bytes), on the matrix's device; integers are read as float64.
 
     >>> import torch
     >>> d = torch.tensor([[0.0, 1.0, 2.0, 3.0], [3.0, 2.0, 0.5, 0.0]])
@@ -392,13 +397,18 @@ def retrieval_metrics(
     if kind not in ("distance", "similarity"):
         raise InputError("kind", f"{kind!r}, expected distance or similarity")
     m = torch.as_tensor(scores)
+    if not torch.is_floating_point(m):
+        m = m.double()
     if m.ndim != 2:
         raise InputError("scores", f"a matrix is needed, got shape {tuple(m.shape)}")
     if captions_per_image < 1:
         raise InputError("captions_per_image", f"must be >= 1, got {captions_per_image}")
     n, k = m.shape[0], captions_per_image
     if m.shape[1] != k * n:
-        raise InputError("scores", f"shape {tuple(m.shape)}: {m.shape[1]} captions for {n} images, expected {k} x {n}")
+        raise InputError(
+            "scores",
+            f"shape {tuple(m.shape)}: {m.shape[1]} captions for {n} images, expected {k} (captions_per_image) x {n}",
+        )
     d = m if kind == "distance" else -m
 
     def count(f: int, n_folds: int):
@@ -406,7 +416,7 @@ def retrieval_metrics(
         sub = d[f * size : (f + 1) * size, f * size * k : (f + 1) * size * k]
         return matrix_ranks(sub, k, block)
 
-    return _protocol_result(count, n, protocol, fold_size, ties, ks)
+    return _protocol_result(count, n, protocol, fold_size, ks)
 
 
 def retrieval_metrics_of_embeddings(
@@ -416,7 +426,6 @@ def retrieval_metrics_of_embeddings(
     captions_per_image: int = 5,
     protocol: str = "all",
     fold_size: int = 1000,
-    ties: str | tuple[str, ...] = TIES,
     ks: tuple[int, ...] = (1, 5, 10),
     block: int | None = None,
     name: str = "",
@@ -425,12 +434,21 @@ def retrieval_metrics_of_embeddings(
     `penalty` (a name in orderlib.penalties.MATRIX_ENERGIES: "order" is E(image, caption), Eq. (2)
     of Vendrov et al., with captions above images; or a function (N, D), (M, D) -> (N, M), low =
     match). The matrix is never held whole: a block of queries at a time, on the inputs' device.
-    Non-finite embeddings raise NonFiniteEmbeddings naming `name`."""
+    Metrics and tie rules as retrieval_metrics. Non-finite embeddings raise NonFiniteEmbeddings (an
+    InputError) naming `name`."""
     fn = penalty_matrix(penalty)
+    images, captions = torch.as_tensor(images), torch.as_tensor(captions)
+    for arg, x in (("images", images), ("captions", captions)):
+        if x.ndim != 2:
+            raise InputError(arg, f"(rows, dim) embeddings are needed, got shape {tuple(x.shape)}")
     check_finite(name, images=images, captions=captions)
     n, k = images.shape[0], captions_per_image
-    if captions_per_image < 1 or captions.shape[0] != k * n:
-        raise InputError("captions", f"{captions.shape[0]} captions for {n} images, expected {k} x {n}")
+    if captions_per_image < 1:
+        raise InputError("captions_per_image", f"must be >= 1, got {captions_per_image}")
+    if captions.shape[0] != k * n:
+        raise InputError(
+            "captions", f"{captions.shape[0]} captions for {n} images, expected {k} (captions_per_image) x {n}"
+        )
     if captions.shape[1] != images.shape[1]:
         raise InputError("captions", f"{captions.shape[1]}-d captions, but {images.shape[1]}-d images")
 
@@ -439,7 +457,7 @@ def retrieval_metrics_of_embeddings(
         im, cap = images[f * size : (f + 1) * size], captions[f * size * k : (f + 1) * size * k]
         return retrieval_ranks(im, cap, fn, k, block)
 
-    return _protocol_result(count, n, protocol, fold_size, ties, ks)
+    return _protocol_result(count, n, protocol, fold_size, ks)
 
 
 def topk_hits(penalties: torch.Tensor, relevant: torch.Tensor, k: int, ties: str = PRIMARY_TIES) -> torch.Tensor:

@@ -362,7 +362,7 @@ def test_table(trained: TrainedRows, cfg: dict) -> pd.DataFrame:
         for size in test_sizes(len(ims)):
             protocol, fold_size = ("1k", 1000) if size == "1k" else ("all", len(ims))
             m = retrieval_metrics_of_embeddings(
-                ims, caps, r.model.penalty_matrix, 5, protocol, fold_size, TIES, name=f"{method}, test split"
+                ims, caps, r.model.penalty_matrix, 5, protocol, fold_size, name=f"{method}, test split"
             ).mean
             rows += [
                 dict(row, train_images=len(trained.data[ROWS[method][1]].train), best_epoch=r.best_epoch)
