@@ -310,13 +310,13 @@ class RetrievalResult:
     def rows(self, method: str = "yours") -> list[dict]:
         """Long rows: method, protocol, fold ("1".."n" and "mean" for 1k, else "all"), images,
         direction, metric, paper (None), `ours` under the primary rule and a column per other rule."""
-        parts = [("all", self.fold_size, self.mean)] if self.protocol != "1k" else []
         if self.protocol == "1k":
-            parts = [(str(f + 1), self.fold_size, r) for f, r in enumerate(self.folds)]
-            parts.append(("mean", self.fold_size, self.mean))
+            parts = [(str(f + 1), r) for f, r in enumerate(self.folds)] + [("mean", self.mean)]
+        else:
+            parts = [("all", self.mean)]
         rows = []
-        for fold, images, by_rule in parts:
-            base = dict(method=method, protocol=self.protocol, fold=fold, images=images)
+        for fold, by_rule in parts:
+            base = dict(method=method, protocol=self.protocol, fold=fold, images=self.fold_size)
             primary = by_rule[PRIMARY_TIES]
             for side, direction in DIRECTIONS.items():
                 for metric in primary[side]:
