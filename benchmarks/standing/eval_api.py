@@ -27,22 +27,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from orderlib.eval import retrieval_metrics_of_embeddings
 from orderlib.reports import git_commit, report_meta, write_table
 from orderlib.runs import run_paths
 
-API = """
+# The child runs the function measured (named here, so that orderlib.eval is in this script's import
+# closure and the report reads stale when the code it times changes).
+API = f"""
 import json, sys, time, resource
 import numpy as np, torch
-from orderlib.eval import retrieval_metrics_of_embeddings
+from orderlib.eval import {retrieval_metrics_of_embeddings.__name__}
 folder = sys.argv[1]
 t0 = time.perf_counter()
 images = torch.as_tensor(np.load(folder + "/images.npy"))
 captions = torch.as_tensor(np.load(folder + "/captions.npy"))
-out = {}
+out = {{}}
 for protocol in ("1k", "5k"):
     r = retrieval_metrics_of_embeddings(images, captions, "order", 5, protocol, len(images) // 5)
     out[protocol] = r.metrics()["rsum"]
-print(json.dumps({"seconds": time.perf_counter() - t0, "rsum": out}))
+print(json.dumps({{"seconds": time.perf_counter() - t0, "rsum": out}}))
 """
 # The command as `orderlib` runs it, then the process's own peak resident memory on the last line.
 COMMAND = """
