@@ -7,13 +7,12 @@ the same checkpoint wait, then load the finished model.
 
 from __future__ import annotations
 
-import ast
 import contextlib
+import functools
 import hashlib
 import os
 import pickle
 import re
-import sys
 import threading
 import warnings
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 from filelock import FileLock
 
+from orderlib import freshness
 from orderlib.atomic import write_temp
 from orderlib.paths import runs_root
 
@@ -141,38 +141,40 @@ def fingerprint(*parts) -> str:
     return h.hexdigest()
 
 
-def code_fingerprint(source: str) -> str:
-    """The code of a Python source as its syntax tree without docstrings: comments, docstrings and
-    layout (a reformat) leave it unchanged, any change to what runs does not."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, include_attributes=False)
+# Files in a trainer's import closure that cannot change what it trains, so they stay out of its code key:
+NOT_MODEL_CODE = {
+    "orderlib/__init__.py": "the package's docstring and version string",
+    "orderlib/atomic.py": "writes files whole or not at all",
+    "orderlib/checkpoint.py": "saves, loads, locks and keys checkpoints; the key covers what a run trains",
+    "orderlib/errors.py": "the exception type bad input raises",
+    "orderlib/freshness.py": "fingerprints code; it reads source files, never tensors",
+    "orderlib/paths.py": "where runs, data and reports live",
+    "orderlib/reports.py": "writes report tables and their provenance (the loop reads only the commit from it)",
+}
 
 
-def cpp_code(text: str) -> str:
-    """C++ without comments and with white space folded: a comment edit changes no build."""
-    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
-    return " ".join(text.split())
+def key_files(modules, read=None) -> dict[str, str]:
+    """{path: fingerprint} of the code that `modules` (module objects or names) run by importing:
+    their import closures (`freshness.closure`, the rule report freshness follows), less NOT_MODEL_CODE."""
+    read = read or freshness.tree_reader(Path(__file__).resolve().parent.parent)
+    out = {}
+    for m in modules:
+        name = m if isinstance(m, str) else m.__name__
+        for source in freshness.module_files(name, read):  # its packages' __init__.py files run too
+            out.update(freshness.fingerprints(source, read))
+    return {p: fp for p, fp in sorted(out.items()) if p not in NOT_MODEL_CODE}
+
+
+@functools.cache
+def _code_version(names: tuple[str, ...]) -> str:
+    return hashlib.sha256(repr(key_files(names)).encode()).hexdigest()[:12]
 
 
 def code_version(*modules) -> str:
-    """sha256 (12 hex digits) of the code of `modules` (module objects or names; `code_fingerprint`):
-    changes whenever the code that trains a model does, so its checkpoints are not resumed, but not
-    when only its docstrings, comments or layout do."""
-    h = hashlib.sha256()
-    for m in modules:
-        m = sys.modules[m] if isinstance(m, str) else m
-        h.update(code_fingerprint(Path(m.__file__).read_text()).encode())
-    return h.hexdigest()[:12]
+    """sha256 (12 hex digits) of `key_files(modules)`: a trainer passes its own module, so its
+    checkpoints are not resumed once any code it imports changes (docstrings, comments and layout
+    aside). Computed once per process, from the code on disk when first asked."""
+    return _code_version(tuple(m if isinstance(m, str) else m.__name__ for m in modules))
 
 
 def lock_path(path: Path) -> Path:

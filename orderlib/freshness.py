@@ -4,7 +4,7 @@ A report's provenance holds `fingerprints`: one per file of code that made it, t
 (a notebook's code cells, or a script) and every file of `orderlib/` that source imports, followed
 through the imports of those files (function-level imports too: a superset of what one run
 loaded), and the data's fingerprint. A file's fingerprint is that of its code, as checkpoint keys
-take it (`checkpoint.code_fingerprint`): comments, docstrings and layout leave it unchanged. The
+take it (`code_fingerprint`): comments, docstrings and layout leave it unchanged. The
 report is current when every recorded file has the same fingerprint in the tree now.
 
 The import closure is read statically, so that the same rule can be applied to a report written
@@ -18,12 +18,12 @@ import functools
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from orderlib.checkpoint import code_fingerprint, cpp_code
 from orderlib.paths import repo_root
 
 Reader = Callable[[str], "str | None"]  # repo-relative path -> its text, or None where it does not exist
@@ -31,6 +31,29 @@ PACKAGE = "orderlib"
 CSRC = "orderlib/csrc"
 KERNELS = "orderlib/kernels.py"  # compiles every source under csrc/
 SOURCE_FOLDERS = ("notebooks", "benchmarks", "orderlib")  # where a report's source lives (not .venv/)
+
+
+def code_fingerprint(source: str) -> str:
+    """The code of a Python source as its syntax tree without docstrings: comments, docstrings and
+    layout (a reformat) leave it unchanged, any change to what runs does not."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
+
+
+def cpp_code(text: str) -> str:
+    """C++ without comments and with white space folded: a comment edit changes no build."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    return " ".join(text.split())
 
 
 def _skip_magic(source: str) -> str:
@@ -75,7 +98,7 @@ def file_fingerprint(path: str, text: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()[:12]
 
 
-def _module_files(name: str, read: Reader) -> list[str]:
+def module_files(name: str, read: Reader) -> list[str]:
     """The files importing module `name` runs: its own and its packages' __init__.py files."""
     parts = name.split(".")
     files = [f"{'/'.join(parts[:i])}/__init__.py" for i in range(1, len(parts))]
@@ -117,7 +140,7 @@ def closure(source: str, read: Reader) -> list[str]:
             continue
         seen.add(path)
         for name in _imported_modules(path, text):
-            todo.extend(f for f in _module_files(name, read) if f not in seen)
+            todo.extend(f for f in module_files(name, read) if f not in seen)
     if KERNELS in seen:
         seen.update(p for p in _list_csrc(read) if read(p) is not None)
     return [source] + sorted(seen - {source})

@@ -21,13 +21,13 @@ from toys import toy_pairs, toy_split
 from orderlib.checkpoint import (
     CheckpointError,
     cached,
-    code_fingerprint,
     code_version,
     fingerprint,
     load_checkpoint,
     locked,
     save_checkpoint,
 )
+from orderlib.freshness import code_fingerprint
 from orderlib.paths import DataError
 from orderlib.training import fit
 

@@ -36,7 +36,7 @@ import pandas as pd
 
 from orderlib.atomic import atomic_write_text
 from orderlib.checkpoint import code_version, fingerprint, load_checkpoint
-from orderlib.concepts import TRAINER_CODE, evaluation_trace
+from orderlib.concepts import evaluation_trace
 from orderlib.eval.hypernymy import transitive_closure_accuracy
 from orderlib.eval.selection import choose_checkpoint
 from orderlib.experiments import oe_wordnet as exp
@@ -76,7 +76,9 @@ def trace_job(setting: str, preset: str, overrides: dict, seed: int, every: int,
     holds the same run's trace. Return the trace with its training time and commit."""
     cfg, data, _ = split_data(preset, setting)
     c = exp.model_config(exp.DOE, cfg, seed, **overrides)
-    key = fingerprint(sorted(vars(c).items()), every, code_version(*TRAINER_CODE), data.train, data.dev, data.test)
+    key = fingerprint(
+        sorted(vars(c).items()), every, code_version("orderlib.concepts.train"), data.train, data.dev, data.test
+    )
     path = Path(cache)
     if path.exists():
         saved = json.loads(path.read_text())

@@ -18,7 +18,6 @@ from orderlib.concepts.negatives import NEGATIVE_KINDS
 from orderlib.concepts.spec import TableSpec
 from orderlib.concepts.step import OPTIMIZERS, build_step
 from orderlib.concepts.train import (
-    TRAINER_CODE,
     HypernymyConfig,
     evaluation_trace,
     hypernymy_accuracy,
@@ -30,7 +29,6 @@ __all__ = [
     "CONCEPT_MODELS",
     "NEGATIVE_KINDS",
     "OPTIMIZERS",
-    "TRAINER_CODE",
     "ConceptModel",
     "HypernymyConfig",
     "TableSpec",

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import torch
 
-from orderlib.checkpoint import cpp_code, fingerprint
+from orderlib.checkpoint import fingerprint
 from orderlib.concepts.row_adam import RowAdam
+from orderlib.freshness import cpp_code
 from orderlib.kernels import build_flags, built
 from orderlib.penalties import ENERGIES
 

@@ -25,25 +25,6 @@ from orderlib.data.hypernymy import HypernymyData
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
 from orderlib.training import ThresholdResult, fit
 
-TRAINER_CODE = (
-    "orderlib.concepts.base",
-    "orderlib.concepts.boxes",
-    "orderlib.concepts.compiled",
-    "orderlib.concepts.euclidean",
-    "orderlib.concepts.hyperbolic",
-    "orderlib.concepts.models",
-    "orderlib.concepts.negatives",
-    "orderlib.concepts.row_adam",
-    "orderlib.concepts.spec",
-    "orderlib.concepts.step",
-    "orderlib.concepts.train",
-    "orderlib.training.loop",
-    "orderlib.losses",
-    "orderlib.penalties",
-    "orderlib.data.hypernymy",
-    "orderlib.eval.threshold",
-)
-
 
 @dataclass
 class HypernymyConfig:
@@ -152,7 +133,7 @@ def train_concept_model(
 
     key = {
         **asdict(cfg),
-        "code": code_version(*TRAINER_CODE),
+        "code": code_version(__name__),
         "data": data.key(),
     }
     if init:

@@ -121,9 +121,7 @@ def train_word2gauss(
 
     key = {
         **asdict(cfg),
-        "code": code_version(
-            "orderlib.concepts.word2gauss", "orderlib.penalties", "orderlib.data.hypernymy", "orderlib.eval.threshold"
-        ),
+        "code": code_version(__name__),
         "kernel": source_key(W2G_SOURCE),
         "data": data.key(),
     }

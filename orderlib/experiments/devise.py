@@ -20,7 +20,6 @@ import pandas as pd
 import torch
 
 from orderlib.checkpoint import cached, code_version
-from orderlib.concepts import TRAINER_CODE as HYPERNYMY_CODE
 from orderlib.concepts import HypernymyConfig, train_concept_model
 from orderlib.data.fashion_mnist import CLASSES, SYNSETS, ensure_fashion_mnist, load_fashion_mnist
 from orderlib.data.fashion_mnist import fingerprint as fmnist_fingerprint
@@ -218,7 +217,7 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
 
     order = cached(
         Path(workdir) / "order_labels.pt",
-        f"{graph.fingerprint}|{sorted(cfg['order'].items())}|{cfg['seed']}|{code_version(*HYPERNYMY_CODE)}",
+        f"{graph.fingerprint}|{sorted(cfg['order'].items())}|{cfg['seed']}|{code_version('orderlib.concepts.train')}",
         build_order,
     )
     notes = {

@@ -28,15 +28,6 @@ from orderlib.losses import contrastive
 from orderlib.penalties import order_violation_matrix
 from orderlib.training import FitResult, fit
 
-TRAINER_CODE = (
-    "orderlib.training.composition",
-    "orderlib.encoders.composition",
-    "orderlib.encoders.cnn",
-    "orderlib.losses",
-    "orderlib.penalties",
-    "orderlib.training.loop",
-)
-
 
 @dataclass
 class CompositionConfig:
@@ -266,7 +257,7 @@ def train_recogniser(
     labels_t = torch.as_tensor(labels, dtype=torch.long)
     key = {
         **asdict(cfg),
-        "code": code_version(*TRAINER_CODE),
+        "code": code_version(__name__),
         "data": data_key or fingerprint(features, labels, seen),
         "words": fingerprint(torch.as_tensor(word_vectors)),
     }

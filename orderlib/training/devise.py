@@ -118,13 +118,7 @@ def train_devise(
         "labels": int(t.shape[0]),
         "n": int(len(y)),
         "data": fingerprint(t, cnn.state_dict(), images, labels, held_images, held_labels),
-        "code": code_version(
-            "orderlib.training.devise",
-            "orderlib.training.loop",
-            "orderlib.encoders.devise",
-            "orderlib.encoders.cnn",
-            "orderlib.losses",
-        ),
+        "code": code_version(__name__),
     }
     opt = torch.optim.Adam(model.M.parameters(), lr=cfg.lr)
     r1 = fit(

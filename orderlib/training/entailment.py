@@ -20,16 +20,6 @@ from orderlib.encoders.sentence import Vocab
 from orderlib.eval.threshold import best_threshold, threshold_accuracy
 from orderlib.training import ThresholdResult, fit
 
-TRAINER_CODE = (
-    "orderlib.training.entailment",
-    "orderlib.training.loop",
-    "orderlib.distributed",
-    "orderlib.encoders.entailment",
-    "orderlib.encoders.sentence",
-    "orderlib.eval.threshold",
-    "orderlib.precision",
-)
-
 
 @dataclass
 class EntailmentConfig:
@@ -184,7 +174,7 @@ def train_entailment_model(
     key = {
         **asdict(cfg),
         "matmul": matmul,
-        "code": code_version(*TRAINER_CODE),
+        "code": code_version(__name__),
         "data": fingerprint(
             data.vocab.words,
             *(getattr(s, f) for s in (data.train, data.holdout, data.test) for f in ("p", "pl", "h", "hl", "positive")),

@@ -81,7 +81,7 @@ def train_item_cnn(
         **asdict(cfg),
         "classes": list(classes),
         "n_train": int(len(y)),
-        "code": code_version("orderlib.encoders.cnn", "orderlib.training.item_cnn", "orderlib.training.loop"),
+        "code": code_version(__name__),
         "data": fingerprint(x, y, hx, hy),
     }
     fitted = fit(

@@ -19,7 +19,6 @@ from orderlib import distributed as ddp
 from orderlib import precision
 from orderlib.checkpoint import load_checkpoint, locked, save_checkpoint
 from orderlib.reports import git_commit
-from orderlib.threadshare import follow_share
 
 # Seconds between checkpoints. Epochs of seconds (Table 1's tables, word2gauss) would otherwise spend
 # a fifth of their time writing 60-130 MB each; an interrupted run redoes at most this much work
@@ -151,7 +150,6 @@ def fit(
         for epoch in bar:
             if done:
                 break
-            follow_share()  # make reproduce's lanes: more threads once the notebook beside this one ends
             t0 = time.perf_counter()
             loss = train_epoch(epoch)
             loss = ddp.broadcast(loss) if distributed else loss

@@ -22,17 +22,6 @@ from orderlib.training import fit
 
 CAPTIONS_PER_IMAGE = 5
 # The code that determines a trained model: its checkpoints are keyed by this code's version.
-TRAINER_CODE = (
-    "orderlib.training.retrieval",
-    "orderlib.training.loop",
-    "orderlib.distributed",
-    "orderlib.encoders.joint",
-    "orderlib.encoders.sentence",
-    "orderlib.encoders.image",
-    "orderlib.losses",
-    "orderlib.penalties",
-    "orderlib.precision",
-)
 
 
 @dataclass
@@ -233,7 +222,7 @@ def train_retrieval_model(
         "matmul": matmul,
         "vocab": len(data.vocab),
         "feature_dim": data.feature_dim,
-        "code": code_version(*TRAINER_CODE),
+        "code": code_version(__name__),
         "data": fingerprint(
             data.vocab.words,
             *(getattr(s, f) for s in (data.train, data.dev, data.test) for f in ("features", "tokens", "lengths")),

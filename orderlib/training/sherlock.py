@@ -22,13 +22,6 @@ from orderlib.encoders.sherlock import (
 )
 from orderlib.training import FitResult, fit
 
-TRAINER_CODE = (
-    "orderlib.training.sherlock",
-    "orderlib.encoders.sherlock",
-    "orderlib.encoders.cnn",
-    "orderlib.training.loop",
-)
-
 
 @dataclass
 class SEMConfig:
@@ -128,7 +121,7 @@ def train_sem(
 
     key = {
         **asdict(cfg),
-        "code": code_version(*TRAINER_CODE),
+        "code": code_version(__name__),
         "data": fingerprint(data_key, images, language, orders, fact, implied),  # every image, not a prefix
         "cnn": fingerprint(cnn.state_dict()),  # the pre-trained layers SEM starts from
         "n": len(images),

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from orderlib import precision, threadshare
+from orderlib import precision
 from orderlib.params import workers
 
 # glibc >= 2.35: malloc asks the kernel (madvise) to back its large blocks with 2 MB transparent huge
@@ -69,7 +69,6 @@ Setup = tuple[Callable[..., Any], tuple]  # (fn, args): fn(*args) once in each w
 def _init_worker(matmul: str = "fp32", setup: Setup | None = None) -> None:
     torch.set_num_threads(1)
     precision.use(matmul, "cpu")  # the notebook's MATMUL, which a spawned process does not inherit
-    os.environ.pop(threadshare.ENV, None)  # one thread from start to end, whatever the notebook's share
     if setup is not None:  # e.g. data every job reads, pickled once per worker instead of once per job
         setup[0](*setup[1])
 
