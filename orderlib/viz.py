@@ -331,3 +331,97 @@ def plot_table1(per_seed: pd.DataFrame, history: pd.DataFrame, methods: list[str
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------- a walkthrough's building blocks
+
+
+class Code:
+    """Library source shown in a notebook (Markdown in Jupyter, plain text elsewhere)."""
+
+    def __init__(self, text: str, title: str):
+        self.text, self.title = text, title
+
+    def _repr_markdown_(self) -> str:
+        return f"`{self.title}`\n\n```python\n{self.text}```"
+
+    def __repr__(self) -> str:
+        return f"# {self.title}\n{self.text}"
+
+
+def show_code(*objs) -> Code:
+    """The source of library functions or classes, as the library holds it (never a copy), headed
+    by where it lives: the model's code to read beside its equation."""
+    import inspect
+    from pathlib import Path
+
+    parts, where = [], []
+    for obj in objs:
+        parts.append(inspect.getsource(obj))
+        where.append(f"{obj.__module__}.{obj.__qualname__} ({Path(inspect.getfile(obj)).name})")
+    return Code("\n".join(parts), ", ".join(where))
+
+
+def side_by_side(df: pd.DataFrame, data: str, methods=None, metrics=None, max_rows: int = 25) -> pd.DataFrame:
+    """A report's rows for a reader: method, metric, the paper's number, ours, and what ours ran on
+    (`data`, e.g. "stand-in: Fashion-MNIST, 10 labels") in a column of its own. `methods` and
+    `metrics` pick and order rows; more than `max_rows` is a figure's job, so it raises."""
+    d = df
+    if methods is not None:
+        d = d[d["method"].isin(methods)].assign(_m=lambda x: x["method"].map({m: i for i, m in enumerate(methods)}))
+    if metrics is not None:
+        d = d[d["metric"].isin(metrics)].assign(_k=lambda x: x["metric"].map({m: i for i, m in enumerate(metrics)}))
+    d = d.sort_values([c for c in ("_m", "_k") if c in d], kind="stable")
+    if len(d) > max_rows:
+        raise ValueError(f"{len(d)} rows to show side by side, more than {max_rows}: pick rows or plot them")
+    out = d[["method", "metric", "paper", "ours"]].assign(**{"ours ran on": data})
+    return cited(out.reset_index(drop=True))
+
+
+def verdicts(table_id: str, tables=None, claims=None) -> pd.DataFrame:
+    """The claims of a seed-spread report (`reports/tables/<table_id>.csv`, written by
+    spread.write_report) with their numbers: per claim, the mean ± sd over seeds of a - b, the
+    seeds, and the verdict. `claims` keeps those whose label contains one of its strings."""
+    from orderlib.paths import reports_root
+
+    path = (tables or reports_root() / "tables") / f"{table_id}.csv"
+    df = pd.read_csv(path)
+    if not {"statistic", "verdict"} <= set(df.columns):
+        raise ValueError(f"{path}: not a seed-spread report with claims (no statistic and verdict columns)")
+    judged = df[df["verdict"].notna() & df["statistic"].isin(["mean of a - b", "sd of a - b"])]
+    keys = [c for c in df.columns if c not in ("statistic", "paper", "ours", "verdict")]
+    rows = []
+    for key, g in judged.groupby(keys, sort=False):
+        stat = g.set_index("statistic")["ours"]
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        same = df[(df["metric"] == row["metric"])]
+        for k in keys:
+            if k not in ("method", "metric"):
+                same = same[same[k] == row[k]]
+        seeds = same.loc[same["statistic"].str.startswith("seed "), "statistic"].nunique()
+        row["a - b"] = f"{cite_round(stat['mean of a - b'])} ± {cite_round(stat['sd of a - b'])}"
+        row["seeds"] = int(seeds)
+        row["verdict"] = g["verdict"].iloc[0]
+        rows.append(row)
+    out = pd.DataFrame(rows).rename(columns={"method": "claim"})
+    if claims is not None:
+        out = out[out["claim"].map(lambda c: any(s in c for s in claims))]
+    return out.reset_index(drop=True)
+
+
+def plot_training(histories: dict, metric: str, metric_label: str | None = None, loss: str = "loss"):
+    """Training curves: per epoch, each model's training loss (left) and its selection metric on
+    its selection split (right). `histories`: model -> FitResult.history (dicts with epoch, `loss`
+    and `metric`)."""
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.4))
+    for name, h in histories.items():
+        epochs = [r["epoch"] + 1 for r in h]
+        a.plot(epochs, [r[loss] for r in h], marker="o", ms=3, label=name)
+        b.plot(epochs, [r[metric] for r in h], marker="o", ms=3, label=name)
+    a.set(xlabel="epoch", ylabel="training loss", title="training loss")
+    b.set(xlabel="epoch", ylabel=metric_label or metric, title=f"selection: {metric_label or metric}")
+    b.legend(fontsize=8, frameon=False, loc="best")
+    fig.tight_layout()
+    return fig
