@@ -47,7 +47,7 @@ def require() -> None:
     if not active():
         raise RuntimeError(
             "distributed training needs a process group: start the script with torchrun "
-            "(e.g. `torchrun --nproc_per_node=2 -m orderlib.tools.train_parallel ...`) and run the "
+            "(e.g. `torchrun --nproc_per_node=2 workflow/scripts/train_parallel.py ...`) and run the "
             "training inside orderlib.distributed.process_group(device)"
         )
 

@@ -110,7 +110,8 @@ def module_files(name: str, read: Reader) -> list[str]:
     return [f for f in files if read(f) is not None]
 
 
-def _imported_modules(path: str, text: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)  # a workflow plans every notebook from the same files
+def _imported_modules(path: str, text: str) -> frozenset[str]:
     """Names of the orderlib modules `text` imports (for `from orderlib.x import y`, both
     `orderlib.x` and `orderlib.x.y`: y may be a module)."""
     if path.endswith(".ipynb"):
@@ -118,7 +119,7 @@ def _imported_modules(path: str, text: str) -> set[str]:
     try:
         tree = ast.parse(text)
     except SyntaxError:
-        return set()
+        return frozenset()
     names = set()
     for node in ast.walk(tree):  # orderlib imports absolutely (ruff's TID252 holds it to that)
         if isinstance(node, ast.Import):
@@ -126,7 +127,7 @@ def _imported_modules(path: str, text: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
             names.update(f"{node.module}.{a.name}" for a in node.names)
-    return {n for n in names if n == PACKAGE or n.startswith(PACKAGE + ".")}
+    return frozenset(n for n in names if n == PACKAGE or n.startswith(PACKAGE + "."))
 
 
 def closure(source: str, read: Reader) -> list[str]:
@@ -204,12 +205,26 @@ def changed(record: dict, read: Reader) -> list[str]:
     return out
 
 
+_NOTEBOOK: list[str] = []  # the notebook this kernel runs, as it named itself (this_notebook)
+
+
+def this_notebook(name: str) -> str:
+    """Name the notebook this kernel runs ("06_devise_table1.ipynb"), so that the reports it writes
+    record the same provenance however it runs: papermill alone tells its kernel nothing of its
+    input, while JupyterLab and the workflow do. Returns its path in the checkout."""
+    path = Path(repo_root()) / "notebooks" / Path(name).name
+    if not path.is_file():
+        raise ValueError(f"{path}: no such notebook in this checkout (this_notebook names a file of notebooks/)")
+    _NOTEBOOK[:] = [path.name]
+    return f"notebooks/{path.name}"
+
+
 def run_source(root: Path | None = None) -> str | None:
-    """The notebook or script this process runs, relative to the checkout: the notebook `make
-    reproduce` names (ORDERLIB_NOTEBOOK), the one JupyterLab names (JPY_SESSION_NAME), or the script
-    run as __main__; None where none of them is a file of the checkout."""
+    """The notebook or script this process runs, relative to the checkout: the notebook the kernel
+    named (`this_notebook`) or the workflow names (ORDERLIB_NOTEBOOK), the one JupyterLab names
+    (JPY_SESSION_NAME), or the script run as __main__; None where none of them is a file of the checkout."""
     root = Path(root or repo_root()).resolve()
-    candidates = []
+    candidates = [root / "notebooks" / name for name in _NOTEBOOK]
     if os.environ.get("ORDERLIB_NOTEBOOK"):
         candidates.append(root / "notebooks" / Path(os.environ["ORDERLIB_NOTEBOOK"]).name)
     if os.environ.get("JPY_SESSION_NAME"):

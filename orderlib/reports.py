@@ -206,8 +206,7 @@ def write_table(
 
     `meta` should hold at least preset, seed, device, data source and fingerprint and wall time;
     the git commit (unless given: take it when the run starts), timestamp and versions are added,
-    the notebook that wrote it where `make reproduce` ran one (ORDERLIB_NOTEBOOK; it attributes
-    reports to notebooks run side by side), and `matmul`, the precision of matrix products in
+    the notebook that wrote it (its source, where that is a notebook), and `matmul`, the precision of matrix products in
     effect for the run's device (orderlib.precision; a notebook sets it once, from MATMUL), unless
     given, and `fingerprints`, the code and data that produced it (orderlib.freshness), for the
     source named by `meta["source"]` or found by `freshness.run_source` (None where neither names one).
@@ -231,7 +230,7 @@ def write_table(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "torch": torch.__version__,
         "python": platform.python_version(),
-        **({"notebook": os.environ["ORDERLIB_NOTEBOOK"]} if os.environ.get("ORDERLIB_NOTEBOOK") else {}),
+        **({"notebook": Path(source).name} if source and source.startswith("notebooks/") else {}),
         **meta,
         "matmul": matmul,
         "fingerprints": freshness.run_record(source, meta["data_fingerprint"]) if source else None,
