@@ -7,15 +7,27 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PRESET ?= full
-# Notebooks side by side (orderlib/tools/lanes.py): 1 = one after another (the default), 2 or auto = two at a time.
-LANES ?= 1
+# The workflow (workflow/Snakefile, settings in config/config.yaml): the CORES it may use (all, or a
+# number); THREADS per notebook (all: each runs on every core, one after another, as the reports were
+# made; N: side by side on N threads each); TARGET: all (the notebooks and bench_reproduce), reports
+# (and every report script a CPU reruns), or one rule (a notebook's name, a report id).
+CORES ?= all
+THREADS ?= all
+TARGET ?= all
+SNAKEMAKE = $(VENV)/bin/snakemake --snakefile workflow/Snakefile --cores $(CORES)
+CONFIG = --config preset=$(PRESET) threads=$(THREADS)
+# `make -n reproduce` (or resume, refresh) runs snakemake's dry run: what would rerun, and why.
+DRY = $(if $(findstring n,$(firstword -$(MAKEFLAGS))),--dry-run)
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+SCRIPTS := workflow/scripts
 
 .PHONY: help venv data browser format test reproduce resume refresh bench bench-penalty bench-seeds gpu-check index strip notebooks clean-runs clean
 
 help:
 	@echo "make reproduce   regenerate reports/ from every notebook (PRESET=full by default)"
+	@echo "make resume      finish an interrupted make reproduce, resuming from its checkpoints"
 	@echo "make refresh     rerun only the notebooks whose reports or executed copies are stale (make index says why)"
+	@echo "make -n reproduce, make -n refresh: what would rerun, and why (snakemake's dry run); CORES=all by default"
 	@echo "make test        run the library tests and execute every notebook on its small preset"
 	@echo "make format      fix lint findings ruff can fix and format the code (make test checks both)"
 	@echo "make clean       remove every run artefact (runs/: checkpoints, caches, small-preset reports, locks)"
@@ -38,22 +50,27 @@ format: $(STAMP)
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
 
-# Every step runs even when one fails (orderlib/tools/run_tests.py); checkpoints and caches go to a
+# Every step runs even when one fails (workflow/scripts/run_tests.py); checkpoints and caches go to a
 # fresh runs/test-* folder, removed at the end (KEEP_RUNS=1 keeps it), and the disk it took is reported.
 test: data browser
-	ORDERLIB_REQUIRE_DATA=1 ORDERLIB_REQUIRE_FUSED=1 $(PY) -m orderlib.tools.run_tests $(if $(KEEP_RUNS),--keep-runs)
+	ORDERLIB_REQUIRE_DATA=1 ORDERLIB_REQUIRE_FUSED=1 $(PY) $(SCRIPTS)/run_tests.py $(if $(KEEP_RUNS),--keep-runs)
 
-# The notebooks only (the papers' tables and figures); the benchmarks are `make bench`.
-reproduce: data clean-runs resume index
+# The notebooks from scratch (the papers' tables and figures) and their timings; the benchmarks are
+# `make bench`. It marks every notebook out of date (runs/<preset>/reproduce.since: older outputs are
+# rerun), so that `make resume` finishes an interrupted run.
+reproduce: data clean-runs
+	@mkdir -p runs/$(PRESET) && touch runs/$(PRESET)/reproduce.since
+	+$(SNAKEMAKE) $(DRY) $(if $(DRY),--forceall) all $(CONFIG)
+	$(PY) $(SCRIPTS)/report_index.py
 
 # Headless Chromium for the JupyterLab test (apt where possible; the test skips without it).
 browser: $(STAMP)
-	@$(PY) -m orderlib.tools.browser
+	@$(PY) $(SCRIPTS)/browser.py
 
 # reports/README.md: one row per report id with its provenance and whether the code in this tree would
 # still produce it (checked by `make test`: rerun it after changing code).
 index: $(STAMP)
-	$(PY) -m orderlib.tools.report_index
+	$(PY) $(SCRIPTS)/report_index.py
 
 # Benchmarks (benchmarks/README.md): measurements that are not tests (the optimizer choice for
 # Table 1, the fused all-pairs penalty). Each writes a table under reports/tables/.
@@ -86,34 +103,31 @@ bench-seeds: data
 gpu-check: data
 	bash benchmarks/standing/gpu_check.sh $(PY)
 
-# Like reproduce, but keeps the checkpoints of an interrupted run and resumes from them.
-# Each notebook is timed; the timings are the bench_reproduce table (orderlib/tools/reproduce.py).
-# With LANES=2 a notebook's output goes to runs/executed/<notebook>.log.
+# Finish an interrupted `make reproduce` (or refresh): snakemake reruns the notebook it stopped in
+# (--rerun-incomplete), resuming from its checkpoints, and every one still out of date.
 resume: data
-	$(PY) -m orderlib.tools.reproduce --preset $(PRESET) --lanes $(LANES) $(NOTEBOOKS)
+	+$(SNAKEMAKE) $(DRY) --rerun-incomplete $(TARGET) $(CONFIG)
 	@echo "reports written to reports/ (full preset) or runs/<preset>/reports (others)"
 
 # Rerun only what the code in this tree would no longer produce (reports/README.md, "Freshness"): the
-# notebooks of stale reports and of stale executed copies, on the full preset, resuming every model
-# whose checkpoint key still matches; then list the stale benchmark and seed-spread scripts
-# (orderlib/tools/reproduce.py among them: bench_reproduce, rewritten by a whole `make reproduce`).
+# notebooks of stale reports and of stale executed copies, each resuming every model whose checkpoint
+# key still matches, and bench_reproduce after them; then list the stale benchmark and seed-spread
+# reports (`make refresh TARGET=reports` reruns those too: hours).
 refresh: data
-	@nbs="$$($(PY) -m orderlib.tools.report_index --stale | grep '\.ipynb$$' || true)"; \
-	if [ -n "$$nbs" ]; then $(PY) -m orderlib.tools.reproduce --preset full --lanes $(LANES) $$nbs; \
-	else echo "every notebook's reports are current"; fi
-	$(PY) -m orderlib.tools.report_index
-	@$(PY) -m orderlib.tools.report_index --stale | { grep -v '\.ipynb$$' || true; } | sed 's/^/still stale, rerun by its script (reports\/README.md says why): /'
+	+$(SNAKEMAKE) $(DRY) $(TARGET) $(CONFIG)
+	$(PY) $(SCRIPTS)/report_index.py
+	@$(PY) $(SCRIPTS)/report_index.py --stale | { grep -v '\.ipynb$$' || true; } | sed 's/^/still stale, rerun by its script (reports\/README.md says why): /'
 
 # Strip notebook outputs, keeping only cells marked NBVAL_CHECK_OUTPUT (nbval compares those).
 strip: $(STAMP)
-	$(PY) -m orderlib.tools.strip_notebooks $(NOTEBOOKS)
+	$(PY) $(SCRIPTS)/strip_notebooks.py $(NOTEBOOKS)
 
 # Re-execute every notebook on its small preset in place, then strip: refreshes the outputs
 # that nbval compares. Run after editing a notebook, before committing.
 notebooks: data
 	@mkdir -p runs
 	@for nb in $(NOTEBOOKS); do $(PY) -m papermill $$nb runs/.executed.ipynb && mv runs/.executed.ipynb $$nb || exit 1; done
-	$(PY) -m orderlib.tools.strip_notebooks $(NOTEBOOKS)
+	$(PY) $(SCRIPTS)/strip_notebooks.py $(NOTEBOOKS)
 
 clean-runs:
 	rm -rf runs/$(PRESET)/checkpoints

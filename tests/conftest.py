@@ -1,5 +1,7 @@
 import contextlib
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -7,6 +9,10 @@ import torch
 
 from orderlib.data.wordnet import wordnet_dir
 from orderlib.training import loop
+
+# The project's machinery (report_index, run_tests, ...) lives outside the package, in the workflow's
+# scripts, which import one another by name: the tests import them the same way.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow" / "scripts"))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -4,7 +4,7 @@ CSV, as rounded."""
 import json
 from pathlib import Path
 
-from orderlib.tools import cited_numbers as C
+import cited_numbers as C
 
 IDS = ["oe_table2_retrieval", "oe_table2_seed_spread", "devise_table1"]
 

@@ -169,8 +169,8 @@ def test_the_checkpoint_serves_a_single_process_run(two_processes):
 
 
 def test_the_launcher_builds_what_the_notebooks_build():
-    """orderlib.tools.train_parallel copies the notebooks' config and checkpoint lines: keep them in step."""
-    launcher = (REPO / "orderlib/tools/train_parallel.py").read_text()
+    """workflow/scripts/train_parallel.py copies the notebooks' config and checkpoint lines: keep them in step."""
+    launcher = (REPO / "workflow/scripts/train_parallel.py").read_text()
     for notebook, lines in {
         "03_oe_table2_retrieval": [
             'cfg = {**exp.PRESETS[PRESET], "data": DATA, **({"rows": rows} if rows else {})}',
@@ -202,9 +202,10 @@ def test_the_launcher_without_torchrun_trains_into_the_notebooks_checkpoints(tmp
     (run_paths of their names) and a second run loads them."""
     from types import SimpleNamespace
 
+    import train_parallel
+
     from orderlib.experiments import oe_retrieval, oe_snli
     from orderlib.runs import run_paths
-    from orderlib.tools import train_parallel
 
     for var in ddp.TORCHRUN_ENV:
         monkeypatch.delenv(var, raising=False)

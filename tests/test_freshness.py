@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import report_index as R
 
 from orderlib import freshness as F
 from orderlib.reports import write_table
-from orderlib.tools import report_index as R
 
 NOTEBOOK = "notebooks/00_oe_fig2_toy2d.ipynb"
 
@@ -112,7 +112,7 @@ def test_an_executed_copy_is_stale_when_its_code_cells_differ(tmp_path):
 
 
 def test_an_executed_copy_whose_text_lags_is_brought_in_line_without_a_rerun(tmp_path):
-    from orderlib.tools.report_index import sync_text
+    from report_index import sync_text
 
     root = _tree(tmp_path, {"notebooks/n.ipynb": _notebook("x = 1", title="# What this shows: 61.2")})
     copy = tmp_path / "reports" / "notebooks" / "n.ipynb"

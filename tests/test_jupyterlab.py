@@ -19,9 +19,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from browser import find_chromium
 
 from orderlib.paths import repo_root, runs_root
-from orderlib.tools.browser import find_chromium
 
 NOTEBOOK = "00_oe_fig2_toy2d.ipynb"  # small preset: seconds of work, a table and a figure
 PROBE = "probe: a last cell that fails, so the test shows it would see an error"

@@ -3,8 +3,7 @@
 import json
 
 import pytest
-
-from orderlib.tools.publish_notebook import publish
+from publish_notebook import publish
 
 
 def test_publish_makes_machine_paths_relative(tmp_path):

@@ -3,8 +3,7 @@
 import json
 
 import pytest
-
-from orderlib.tools import report_index as R
+import report_index as R
 
 
 def test_committed_index_is_current():
@@ -37,8 +36,9 @@ def test_unlisted_or_missing_reports_are_errors(tmp_path):
 
 
 def test_models_trained_at_column_reads_every_provenance_form():
+    from report_index import trained_at
+
     from orderlib.reports import model_record, training_provenance
-    from orderlib.tools.report_index import trained_at
 
     here = "a" * 40
     fresh = {"git_commit": here, "training": training_provenance({"m": model_record(1.0, here, False)}, here)}

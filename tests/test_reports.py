@@ -3,10 +3,10 @@ import json
 import nbformat
 import pandas as pd
 import pytest
+from strip_notebooks import strip
 
 from orderlib.reports import write_table
 from orderlib.runs import run_paths
-from orderlib.tools.strip_notebooks import strip
 
 META = {"preset": "small", "seed": 0, "device": "cpu", "data_source": "x", "data_fingerprint": "ab", "wall_time_s": 1.0}
 
@@ -140,9 +140,10 @@ def test_training_provenance_names_models_from_another_commit():
 
 
 def test_report_meta_holds_the_fields_every_notebook_writes(tmp_path):
+    from report_index import trained_at
+
     from orderlib import precision
     from orderlib.reports import device_description, model_record, report_meta, training_provenance
-    from orderlib.tools.report_index import trained_at
 
     trained = {"order-embeddings": model_record(12.5, "c1", False), "symmetric": model_record(3.0, "c0", True)}
     meta = report_meta(

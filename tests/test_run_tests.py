@@ -1,9 +1,9 @@
-"""make test's runner (orderlib.tools.run_tests): every step runs when one fails, the run folder is
+"""make test's runner (workflow/scripts/run_tests.py): every step runs when one fails, the run folder is
 measured and removed, and the last line counts every step's tests."""
 
 from pathlib import Path
 
-from orderlib.tools import run_tests
+import run_tests
 
 
 def test_a_failing_step_does_not_hide_the_next_and_the_run_folder_is_removed(tmp_path, monkeypatch, capsys):

@@ -4,9 +4,9 @@
 #   2. bench_penalty's CUDA rows (benchmarks/standing/penalty.py --cuda-only: into the existing table), after
 #      the backward's sweep by parts and tiles (benchmarks/investigations/triton_backward_sweep.py --library-only; with
 #      BEFORE=<an earlier kernels_triton.py> that file's backward is timed in the same run);
-#   3. one training through torchrun on the NCCL backend (orderlib.tools.train_parallel);
+#   3. one training through torchrun on the NCCL backend (workflow/scripts/train_parallel.py);
 #   4. notebooks (default 03-05: Table 2 and what reads its models) on the full preset, every model
-#      trained here, on the GPU (device="auto"): bench_reproduce_cuda.
+#      trained here, on the GPU (device="auto"), through the workflow: rule bench_reproduce_cuda.
 # Each step has its own time limit and the run goes on past a failed step; logs and the reports
 # land in $RESULTS (default runs/gpu_check), packed after every step into $PACK (default
 # $RESULTS.tar.gz). PRESET=small runs the notebooks on their small preset (a dry run of this script);
@@ -50,9 +50,11 @@ step tests 150 "$PY" -m pytest -q -p no:cacheprovider tests/test_devices.py test
 step sweep 200 "$PY" benchmarks/investigations/triton_backward_sweep.py --library-only ${BEFORE:+--before "$BEFORE"} \
     --configs "${SWEEP_CONFIGS:-64x64w2s3u8,32x64w1s4u8,8x256w1s3u8,8x256w1s3u4,16x128w1s3u8}"
 step bench_penalty 90 "$PY" benchmarks/standing/penalty.py --cuda-only
-step nccl 150 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m orderlib.tools.train_parallel \
+step nccl 150 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 workflow/scripts/train_parallel.py \
     retrieval --preset small --device cuda
 GPU_NOTEBOOKS=${GPU_NOTEBOOKS:-notebooks/03_oe_table2_retrieval.ipynb notebooks/04_oe_sec46_detail.ipynb notebooks/05_oe_fig4_regularities.ipynb}
-# shellcheck disable=SC2086  # GPU_NOTEBOOKS is a list
-step notebooks "${NOTEBOOK_LIMIT:-300}" "$PY" -m orderlib.tools.reproduce --preset "${PRESET:-full}" $GPU_NOTEBOOKS
+STEMS=$(for nb in $GPU_NOTEBOOKS; do basename "$nb" .ipynb; done)
+# shellcheck disable=SC2086  # STEMS is a list
+step notebooks "${NOTEBOOK_LIMIT:-300}" "$(dirname "$PY")/snakemake" --snakefile workflow/Snakefile --cores all \
+    bench_reproduce_cuda --config preset="${PRESET:-full}" "gpu_notebooks=[$(echo $STEMS | tr ' ' ,)]" --forcerun $STEMS
 echo "packed $PACK"

@@ -1,6 +1,7 @@
 """Two notebooks side by side on one core each, or one after the other on two threads: which trains faster?
 
-For the training steps that dominate the notebooks `make reproduce` runs in lanes (orderlib.tools.lanes):
+For the training steps that dominate the notebooks `make reproduce` runs (side by side where
+config/config.yaml's `threads` gives each notebook fewer than all cores):
 steps per second of one process on all threads (T threads, the machine's), of one process on T/2
 threads, and of two processes on T/2 threads each side by side; the ratio of the pair's summed rate
 to the single process's is what running two notebooks side by side buys on this machine. Every
@@ -177,7 +178,7 @@ def main() -> None:
         f"Each cell: median over {a.rounds} alternating rounds of the steps per second of worker processes "
         f"measured for {a.seconds:g} s each after two warm-up steps, side by side over the same seconds (two processes: summed). Matrix products "
         "as the notebooks' MATMUL='auto' (bf16 where the CPU has bf16 units). The ratio is what "
-        "`make reproduce --lanes` gains on notebooks made of these steps."
+        "running notebooks side by side (config/config.yaml: threads) gains on notebooks made of these steps."
     )
     write_table("bench_lanes", df, meta, title="Notebooks side by side: training steps per second", notes=notes)
     print(df.to_string(index=False))

@@ -1,7 +1,9 @@
 """Strip notebook outputs for the repo, keeping those of cells marked `# NBVAL_CHECK_OUTPUT`.
 
 nbval (lax mode) compares exactly those kept outputs when CI re-executes the notebooks.
-Usage: `python -m orderlib.tools.strip_notebooks notebooks/*.ipynb`.
+Usage: `python workflow/scripts/strip_notebooks.py notebooks/*.ipynb` (`make strip`). nbstripout
+keeps outputs by cell metadata only (`keep_output`), not by this marker in the code, and execution
+counts for every cell or none, so it cannot do this.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 repository's absolute path in outputs becomes relative, and papermill's record of where the run
 wrote its output names the published file.
 
-    python -m orderlib.tools.publish_notebook runs/executed/01_oe_table1_wordnet.ipynb [--root .]
+    python workflow/scripts/publish_notebook.py runs/full/executed/01_oe_table1_wordnet.ipynb [--root .]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Headless Chromium for the JupyterLab test: `python -m orderlib.tools.browser` installs it if it can.
+"""Headless Chromium for the JupyterLab test: `python workflow/scripts/browser.py` installs it if it can.
 
 Debian's `chromium` and `chromium-driver` are installed with apt where apt is available and we are
 root or have passwordless sudo (as `make data` does for WordNet); otherwise this says what to

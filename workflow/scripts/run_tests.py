@@ -1,7 +1,7 @@
 """`make test`: ruff (lint, format check), the import-layers contract (lint-imports), the report index
 check, the library tests and every notebook on its small preset.
 
-    python -m orderlib.tools.run_tests [--keep-runs] [--tests PATH ...] [--notebooks NB ...] [--no-notebooks]
+    python workflow/scripts/run_tests.py [--keep-runs] [--tests PATH ...] [--notebooks NB ...] [--no-notebooks]
 
 Every step runs even when an earlier one fails; the exit status is non-zero if any failed. What the
 run writes goes to a fresh `runs/test-*` folder, removed at the end unless --keep-runs.
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         # --check: fails when reports/README.md is out of date and lists stale reports; add --strict to
         # fail on them too (make test leaves it off while every report awaits the retrain at the new
         # checkpoint keys, docs/reliability.md#freshness).
-        step("report index", [py, "-m", "orderlib.tools.report_index", "--check"], env),
+        step("report index", [py, str(Path(__file__).with_name("report_index.py")), "--check"], env),
         step(
             "library tests",
             [

@@ -1,8 +1,8 @@
 """Train a notebook's models data-parallel over the processes torchrun starts (one per GPU), into the
 checkpoints the notebook reads; the notebook, run afterwards with the same parameters, loads them.
 
-    torchrun --nproc_per_node=4 -m orderlib.tools.train_parallel retrieval --preset full
-    torchrun --nproc_per_node=4 -m orderlib.tools.train_parallel snli --preset full
+    torchrun --nproc_per_node=4 workflow/scripts/train_parallel.py retrieval --preset full
+    torchrun --nproc_per_node=4 workflow/scripts/train_parallel.py snli --preset full
 
 `retrieval` is notebooks/03 (Table 2), `snli` notebooks/02 (Table 3); the options are the
 notebooks' parameters. Without torchrun it trains in one process (docs/performance.md).
@@ -68,7 +68,7 @@ NOTEBOOKS = {
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="torchrun --nproc_per_node=N -m orderlib.tools.train_parallel", description=__doc__.split("\n\n")[0]
+        prog="torchrun --nproc_per_node=N workflow/scripts/train_parallel.py", description=__doc__.split("\n\n")[0]
     )
     sub = p.add_subparsers(dest="notebook", required=True)
     for name, (_, data, choices, notebook) in NOTEBOOKS.items():

@@ -1,6 +1,6 @@
 """Check that the numbers README.md, docs/ and the notebooks' Markdown cite are in the reports they name.
 
-    python -m orderlib.tools.cited_numbers          # list every cited number not in its reports
+    python workflow/scripts/cited_numbers.py    # list every cited number not in its reports
 
 The rule a page follows: a number belongs to the report ids named in its scope, and must appear,
 as rounded on the page, in one of those reports' CSVs (any numeric cell: `ours`, `paper`, a mean,
@@ -179,7 +179,7 @@ def matches(cited: str, values: list[float]) -> bool:
 
 def page_cites(root: Path, path: Path, ids: list[str]) -> list[Cite]:
     """The numbers a page cites; a notebook's belong to the reports it writes and any it names."""
-    from orderlib.tools.report_index import REPORTS, notebook_markdown
+    from report_index import REPORTS, notebook_markdown
 
     page = str(path.relative_to(root))
     if path.suffix != ".ipynb":
@@ -194,7 +194,7 @@ def page_cites(root: Path, path: Path, ids: list[str]) -> list[Cite]:
 
 def problems(root: Path | None = None, pages: tuple[str, ...] = PAGES) -> list[str]:
     """One line per cited number that no report in its scope holds, or that has no report in scope."""
-    from orderlib.tools.report_index import REPORTS
+    from report_index import REPORTS
 
     root = Path(root or repo_root())
     tables = root / "reports" / "tables"

@@ -1,15 +1,16 @@
 """Write (or check) reports/README.md: one row per report id, what it reproduces, its files and its
 provenance (from the table's `.meta.json`).
 
-    python -m orderlib.tools.report_index            # regenerate reports/README.md
-    python -m orderlib.tools.report_index --check    # fail if it is out of date or a report is unlisted
-    python -m orderlib.tools.report_index --stale    # the notebooks to rerun: stale reports or executed copies
-    python -m orderlib.tools.report_index --strict   # with --check: also fail on a stale report or copy
-                                                     # (but for reports only a GPU reruns: NEEDS_DEVICE)
+    python workflow/scripts/report_index.py            # regenerate reports/README.md
+    python workflow/scripts/report_index.py --check    # fail if it is out of date or a report is unlisted
+    python workflow/scripts/report_index.py --stale    # the notebooks to rerun: stale reports or executed copies
+    python workflow/scripts/report_index.py --strict   # with --check: also fail on a stale report or copy
+                                                       # (but for reports only a GPU reruns: needs_device)
 
-A report on disk that `REPORTS` lacks, or an entry whose files are missing, is an error. Each report is
-current or stale against the code in this tree (orderlib.freshness), and so is each executed copy
-under reports/notebooks/ (its code cells against its notebook's).
+The reports are listed in workflow/reports.yaml (`REPORTS`): a report on disk that it lacks, or an
+entry whose files are missing, is an error. Each report is current or stale against the code in
+this tree (orderlib.freshness), and so is each executed copy under reports/notebooks/ (its code
+cells against its notebook's).
 """
 
 from __future__ import annotations
@@ -23,280 +24,24 @@ from orderlib import freshness
 from orderlib.atomic import atomic_write_files
 from orderlib.paths import repo_root
 
+REGISTRY = Path(__file__).resolve().parents[1] / "reports.yaml"
+
+
+def load_registry(path: Path = REGISTRY) -> dict[str, dict]:
+    """The report registry (workflow/reports.yaml): {id: {paper, reproduces, source, figures, data, ...}}."""
+    import yaml
+
+    return yaml.safe_load(Path(path).read_text())
+
+
+_REGISTRY = load_registry()
+# id -> (paper, what it reproduces, notebook or script, figures, data: "real ..." or "stand-in: ...")
+REPORTS = {
+    rid: (e["paper"], e["reproduces"], e["source"], e.get("figures", []), e["data"]) for rid, e in _REGISTRY.items()
+}
 # Reports that only a machine with a device reruns: stale ones are listed apart, and `--strict`
 # does not fail on them, since CI and most machines here have no GPU (they still show as stale).
-NEEDS_DEVICE = {"bench_reproduce_cuda": "a CUDA device, by `make gpu-check`"}
-
-# id -> (paper, what it reproduces, notebook or benchmark, figures, data: "real" or "stand-in: ...")
-REPORTS = {
-    "oe_fig2_toy2d": (
-        "Vendrov et al. 2016",
-        "Figure 2 (2-D toy)",
-        "notebooks/00_oe_fig2_toy2d.ipynb",
-        ["oe_fig2_toy2d"],
-        "real WordNet 3.1 subtree",
-    ),
-    "oe_table1_wordnet": (
-        "Vendrov et al. 2016",
-        "Table 1, paper protocol (our split, the authors', Athiwaratkun & Wilson's)",
-        "notebooks/01_oe_table1_wordnet.ipynb",
-        ["oe_table1_accuracy_vs_epoch"],
-        "real WordNet 3.1 (3.0 for Athiwaratkun & Wilson's split), full scale",
-    ),
-    "oe_table1_wordnet_clean": (
-        "Vendrov et al. 2016",
-        "Table 1, clean protocol (ours)",
-        "notebooks/01_oe_table1_wordnet.ipynb",
-        ["oe_table1_accuracy_vs_epoch"],
-        "real WordNet 3.1, full scale",
-    ),
-    "oe_optimizer_choice": (
-        "Vendrov et al. 2016",
-        "Table 1's optimizer (benchmark)",
-        "benchmarks/standing/hypernymy_optimizer.py",
-        [],
-        "real WordNet 3.1",
-    ),
-    "oe_table1_doe_gamma": (
-        "Vendrov et al. 2016",
-        "Table 1's density order embeddings past its grid (measurement)",
-        "benchmarks/investigations/doe_gamma.py",
-        [],
-        "real WordNet 3.1, full scale",
-    ),
-    "oe_table1_bilinear_variants": (
-        "Vendrov et al. 2016",
-        "Table 1's bilinear row against variants of it (measurement)",
-        "benchmarks/investigations/bilinear_variants.py",
-        [],
-        "real WordNet 3.1, full scale",
-    ),
-    "oe_table1_doe_selection": (
-        "Vendrov et al. 2016",
-        "Table 1's density order embeddings under the authors' checkpoint selection and Table 1's (measurement)",
-        "benchmarks/investigations/doe_selection.py",
-        [],
-        "real WordNet 3.1 and 3.0 (their split), full scale",
-    ),
-    "bench_concept_step": (
-        "Vendrov et al. 2016",
-        "Table 1's compiled training step for table models (benchmark)",
-        "benchmarks/standing/concept_step.py",
-        [],
-        "real WordNet 3.1, full scale",
-    ),
-    "bench_concept_step_compile": (
-        "Vendrov et al. 2016",
-        "Table 1's training step: C++ against torch.compile of the PyTorch step (investigation)",
-        "benchmarks/investigations/concept_step_compile.py",
-        [],
-        "random pairs at Table 1's scale (a timing)",
-    ),
-    "bench_huge_pages": (
-        "Vendrov et al. 2016",
-        "Table 1's table rows on 4 KB pages vs 2 MB huge pages (benchmark)",
-        "benchmarks/standing/huge_pages.py",
-        [],
-        "real WordNet 3.1, full scale",
-    ),
-    "bench_gru_step": (
-        "Vendrov et al. 2016",
-        "Tables 2 and 3's GRU training step: implementation and matrix-product precision (benchmark)",
-        "benchmarks/standing/gru_step.py",
-        [],
-        "real SNLI 1.0 and Fashion-MNIST Scenes captions",
-    ),
-    "bench_lanes": (
-        "all four papers",
-        "make reproduce's lanes: training steps per second alone vs two notebooks side by side (benchmark)",
-        "benchmarks/standing/lanes.py",
-        [],
-        "real SNLI 1.0 and Fashion-MNIST Scenes captions; random canvases for the CNN",
-    ),
-    "bench_compute_floor": (
-        "all four papers",
-        "the notebooks' training steps against the machine's GEMM peak (benchmark)",
-        "benchmarks/standing/compute_floor.py",
-        [],
-        "real SNLI 1.0 and Fashion-MNIST Scenes captions; random images for the CNNs",
-    ),
-    "oe_word2gauss_speed": (
-        "Vendrov et al. 2016",
-        "Table 1's word2gauss loop (benchmark)",
-        "benchmarks/standing/word2gauss_loop.py",
-        [],
-        "real WordNet 3.1",
-    ),
-    "bench_penalty": (
-        "Vendrov et al. 2016",
-        "all-pairs order violation (benchmark)",
-        "benchmarks/standing/penalty.py",
-        [],
-        "real WordNet 3.1 embeddings",
-    ),
-    "bench_reproduce": (
-        "all",
-        "`make reproduce`: wall time per notebook (benchmark)",
-        "orderlib/tools/reproduce.py",
-        [],
-        "each notebook's own",
-    ),
-    "bench_reproduce_cuda": (
-        "all",
-        "`make reproduce` on a GPU: wall time per notebook (benchmark)",
-        "orderlib/tools/reproduce.py",
-        [],
-        "each notebook's own",
-    ),
-    "oe_table3_snli": (
-        "Vendrov et al. 2016",
-        "Table 3 (SNLI 2-class, SICK)",
-        "notebooks/02_oe_table3_snli.ipynb",
-        ["oe_table3_roc"],
-        "real SNLI 1.0 dev/test, SICK",
-    ),
-    "oe_table2_retrieval": (
-        "Vendrov et al. 2016",
-        "Table 2 (caption-image retrieval)",
-        "notebooks/03_oe_table2_retrieval.ipynb",
-        ["oe_table2_scenes", "oe_table2_examples_order", "oe_table2_examples_symm"],
-        "stand-in: Fashion-MNIST Scenes for COCO",
-    ),
-    "oe_sec46_detail": (
-        "Vendrov et al. 2016",
-        "Section 4.6 (caption detail)",
-        "notebooks/04_oe_sec46_detail.ipynb",
-        [],
-        "stand-in: Fashion-MNIST Scenes for COCO",
-    ),
-    "oe_fig4_regularities": (
-        "Vendrov et al. 2016",
-        "Figure 4 (max / min regularities)",
-        "notebooks/05_oe_fig4_regularities.ipynb",
-        ["oe_fig4_regularities"],
-        "stand-in: Fashion-MNIST Scenes for COCO",
-    ),
-    "devise_table1": (
-        "Frome et al. 2013",
-        "Table 1 (flat and hierarchical precision)",
-        "notebooks/06_devise_table1.ipynb",
-        ["devise_table1_examples"],
-        "real Fashion-MNIST + WordNet 3.0 (stand-in for ImageNet)",
-    ),
-    "devise_zeroshot": (
-        "Frome et al. 2013",
-        "Tables 2-4 (zero-shot)",
-        "notebooks/07_devise_zeroshot.ipynb",
-        ["devise_zeroshot_examples"],
-        "real Fashion-MNIST + WordNet 3.0 (stand-in for ImageNet)",
-    ),
-    "utama_table1_unseen_pairs": (
-        "Utama",
-        "Table 1 (unseen attribute-object pairs)",
-        "notebooks/08_utama_compositionality.ipynb",
-        ["utama_attributes_grid"],
-        "stand-in: Fashion-MNIST Attributes for MIT-States",
-    ),
-    "utama_table2_predictions": (
-        "Utama",
-        "Table 2 (top-5 predictions)",
-        "notebooks/08_utama_compositionality.ipynb",
-        ["utama_table2_predictions"],
-        "stand-in: Fashion-MNIST Attributes for MIT-States",
-    ),
-    "utama_table3_arithmetic": (
-        "Utama",
-        "Table 3 (vector arithmetic)",
-        "notebooks/08_utama_compositionality.ipynb",
-        ["utama_table3_arithmetic"],
-        "stand-in: Fashion-MNIST Attributes for MIT-States",
-    ),
-    "sherlock_table1_caption_vs_fact": (
-        "Elhoseiny et al. (Sherlock)",
-        "Table 1 (caption vs fact level)",
-        "notebooks/09_sherlock_facts.ipynb",
-        [],
-        "stand-in: Fashion-MNIST Facts for 6DS",
-    ),
-    "sherlock_table4_retrieval": (
-        "Elhoseiny et al. (Sherlock)",
-        "Table 4 (fact retrieval), Figures 4 and 7",
-        "notebooks/09_sherlock_facts.ipynb",
-        ["sherlock_fig4_fig7", "sherlock_examples"],
-        "stand-in: Fashion-MNIST Facts for the large-scale set",
-    ),
-    "sherlock_seed_spread": (
-        "Elhoseiny et al. (Sherlock)",
-        "Table 4's SEM rows over seeds (measurement)",
-        "benchmarks/seed_spread/sherlock_seed_spread.py",
-        [],
-        "stand-in: Fashion-MNIST Facts for the large-scale set",
-    ),
-    "sherlock_table4_seed_spread": (
-        "Elhoseiny et al. (Sherlock)",
-        "Tables 4 and 5's headline claims over seeds, both protocols, with verdicts (measurement)",
-        "benchmarks/seed_spread/sherlock_table4_seed_spread.py",
-        [],
-        "stand-in: Fashion-MNIST Facts for the large-scale set",
-    ),
-    "devise_seed_spread": (
-        "Frome et al. (DeViSE)",
-        "Table 1 and zero-shot headline rows over seeds, claims with verdicts (measurement)",
-        "benchmarks/seed_spread/devise_seed_spread.py",
-        [],
-        "stand-in: Fashion-MNIST + WordNet 3.0 for ImageNet",
-    ),
-    "devise_pair_labels": (
-        "Frome et al. (DeViSE)",
-        "Table 1 with 200 attribute-object labels over seeds, claims with verdicts (beyond the paper)",
-        "benchmarks/seed_spread/devise_pair_labels.py",
-        [],
-        "stand-in: Fashion-MNIST Attributes' 200 pairs as labels, for ImageNet's 1,000",
-    ),
-    "bench_eval_api": (
-        "Vendrov et al. 2016",
-        "retrieval at COCO size: the Python API against the command (benchmark)",
-        "benchmarks/standing/eval_api.py",
-        [],
-        "seeded Gaussian embeddings of COCO's 5k test size",
-    ),
-    "bench_label_vectors": (
-        "Frome et al. (DeViSE)",
-        "label vectors from word vectors: which builder follows the synset (measurement)",
-        "benchmarks/standing/label_vectors.py",
-        [],
-        "WordNet 3.0 nouns, GloVe 6B",
-    ),
-    "oe_table2_seed_spread": (
-        "Vendrov et al. 2016",
-        "Table 2's main rows over seeds, claims with verdicts (measurement)",
-        "benchmarks/seed_spread/retrieval_seed_spread.py",
-        [],
-        "stand-in: Fashion-MNIST Scenes for COCO",
-    ),
-    "utama_seed_spread": (
-        "Utama",
-        "Table 1's headline rows over seeds, claims with verdicts (measurement)",
-        "benchmarks/seed_spread/utama_seed_spread.py",
-        [],
-        "stand-in: Fashion-MNIST Attributes for MIT-States",
-    ),
-    "bench_tolerance": (
-        "all four papers",
-        "how far a notebook's numbers move across thread counts, CPU kernels "
-        "and matrix-product precision (measurement)",
-        "benchmarks/seed_spread/tolerance.py",
-        [],
-        "each notebook's own",
-    ),
-    "sherlock_table5_generalization": (
-        "Elhoseiny et al. (Sherlock)",
-        "Table 5 (few-example SPO facts)",
-        "notebooks/09_sherlock_facts.ipynb",
-        [],
-        "stand-in: Fashion-MNIST Facts for the large-scale set",
-    ),
-}
+NEEDS_DEVICE = {rid: e["needs_device"] for rid, e in _REGISTRY.items() if e.get("needs_device")}
 
 
 def reports_dir(root: Path | None = None) -> Path:
@@ -391,7 +136,7 @@ def report_freshness(meta: dict, source: str, read: freshness.Reader) -> list[st
 def copy_freshness(source: str, root: Path) -> str:
     """An executed copy's state: "current" when its code cells equal its notebook's (papermill's
     injected parameters aside) and so do its Markdown cells; "text" when only the Markdown differs
-    (`python -m orderlib.tools.report_index --text` brings it over, no rerun needed); "stale";
+    (`report_index.py --text` brings it over, no rerun needed); "stale";
     or "" where the source has no copy."""
     executed = reports_dir(root) / "notebooks" / Path(source).name
     if not source.endswith(".ipynb") or not executed.exists() or not (Path(root) / source).exists():
@@ -513,7 +258,7 @@ def render(root: Path | None = None, fresh: tuple | None = None) -> str:
         links = [f"[csv](tables/{rid}.csv)", f"[md](tables/{rid}.md)"] if has_table else []
         links += [f"[{f}](figures/{f}.png)" for f in figs] or ([f"[png](figures/{rid}.png)"] if rid in figures else [])
         meta = json.loads((rep / "tables" / f"{rid}.meta.json").read_text()) if has_table else {}
-        if "failed_run" in meta:  # orderlib.tools.reproduce.mark_failed
+        if "failed_run" in meta:  # a notebook run that failed after writing it
             f = meta["failed_run"]
             problems.append(
                 f"reports/tables/{rid}: written by a run of {f['notebook']} that then failed "
@@ -547,7 +292,7 @@ def render(root: Path | None = None, fresh: tuple | None = None) -> str:
         cells = [c.strip() for c in first.split("|")]
         example = f'"orderlib {cells[1]} at {cells[6]}"'
     head = (
-        "# Reports\n\nGenerated by `python -m orderlib.tools.report_index` (run by `make reproduce`, checked by "
+        "# Reports\n\nGenerated by `make index` (workflow/scripts/report_index.py; run by `make reproduce`, checked by "
         "`make test`); do not edit by hand. Cite a table by its id and the commit in its provenance "
         f"(`tables/<id>.meta.json`), e.g. {example}. Commit and date are "
         'those of the run that wrote the table; "models trained at" says whether its models were trained at that '

@@ -1,0 +1,68 @@
+"""The fingerprint files that stand for the code of workflow/Snakefile's rules: one per rule, under
+runs/fingerprints/<preset>/<rule>.json, holding orderlib.freshness's fingerprints of its source's
+import closure (its notebook or script, and every orderlib file imports reach from it).
+
+A rule takes its file as input, so the workflow reruns it when the file is newer than its outputs.
+`refresh` rewrites a file only when its content changed (a comment or docstring changes nothing), and
+keeps its date in step with the reports: newer than the rule's outputs when they are stale
+(`stale`: what `report_index.py --stale` says), older when current, so that a fresh clone or a
+reverted edit reruns exactly what the index calls stale. The Snakefile calls both when it is parsed
+(`snakemake -n` then lists what would rerun, with the file as the reason).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from report_index import report_freshness
+
+from orderlib import freshness
+from orderlib.atomic import atomic_write_text
+
+
+def stale(source: str, tables: Path, ids: list[str], read: freshness.Reader, executed: Path | None = None) -> list[str]:
+    """Why the reports `ids` of `source` under `tables`, or its executed copy `executed`, would not be
+    what the tree `read` reads produces now; [] when they would (or do not exist yet)."""
+    why = []
+    for rid in ids:
+        meta = Path(tables) / f"{rid}.meta.json"
+        if meta.exists():
+            why += [f"{rid}: {w}" for w in report_freshness(json.loads(meta.read_text()), source, read)]
+    if executed is not None and Path(executed).exists() and read(source) is not None:
+        ran, nb = json.loads(Path(executed).read_text()), json.loads(read(source))
+        if _code(ran) != _code(nb) and freshness.notebook_code(ran) != freshness.notebook_code(nb):
+            why.append(f"{Path(executed).name}: its code cells differ from the notebook's")
+    return why
+
+
+def _code(nb: dict) -> list[str]:
+    """A notebook's code cells as written, papermill's injected parameters aside: where a copy's equal
+    its notebook's, so is their code (notebook_code, which parses every cell, decides otherwise)."""
+    return [
+        "".join(c.get("source", ""))
+        for c in nb.get("cells", [])
+        if c.get("cell_type") == "code" and "injected-parameters" not in c.get("metadata", {}).get("tags", [])
+    ]
+
+
+def refresh(path: Path, source: str, read: freshness.Reader, outputs: list[Path], why: list[str]) -> bool:
+    """Write the fingerprints of `source` to `path` where they changed, then date `path` after the
+    oldest of `outputs` if `why` (the outputs are stale) and before it otherwise. Return whether the
+    content changed."""
+    path = Path(path)
+    text = json.dumps({"source": source, "code": freshness.fingerprints(source, read)}, indent=1) + "\n"
+    changed = not path.exists() or path.read_text() != text
+    if changed:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+    dates = [p.stat().st_mtime for p in map(Path, outputs) if p.exists()]
+    if dates:  # no output yet: the rule runs whatever the date
+        oldest, now = min(dates), path.stat().st_mtime
+        if why and now <= oldest:
+            os.utime(path, (max(time.time(), oldest + 1),) * 2)
+        elif not why and now > oldest:
+            os.utime(path, (oldest - 1,) * 2)
+    return changed
