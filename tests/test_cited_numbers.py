@@ -96,3 +96,51 @@ def test_a_notebooks_text_cites_its_own_reports_unless_it_names_others(tmp_path)
     found = C.problems(root, C.NOTEBOOK_PAGES)
     assert len(found) == 1 and found[0].startswith("notebooks/03_oe_table2_retrieval.ipynb:7: 31.02 is not in ")
     assert "oe_table2_retrieval" in found[0]
+
+
+def _table1(tmp_path: Path, page: str) -> Path:
+    tables = tmp_path / "reports" / "tables"
+    tables.mkdir(parents=True)
+    (tables / "oe_table1_wordnet.csv").write_text(
+        "method,metric,paper,ours,sd,split\n"
+        "order-embeddings,test accuracy (%),90.6,90.74,0.07,authors\n"
+        "transitive closure,test accuracy (%),88.2,88.21,,authors\n"
+        "order-embeddings (symmetric),test accuracy (%),84.2,83.83,0.2,authors\n"
+        "order-embeddings (symmetric),test accuracy (%),84.2,83.49,0.21,ours\n"
+        "order-embeddings (symmetric),dev accuracy (%),,83.84,,authors\n"
+        "order-embeddings (bilinear),test accuracy (%),86.3,83.84,0.21,authors\n"
+    )
+    (tmp_path / "README.md").write_text(page)
+    return tmp_path
+
+
+ROWS = (
+    "| report | row, metric | paper | ours | our data |\n|---|---|---:|---:|---|\n"
+    "| [`oe_table1_wordnet`](t.md) | order-embeddings, test acc. (%) | 90.6 | 90.74 ± 0.07 | real |\n"
+    "| | transitive closure | 88.2 | 88.21 | same |\n"
+    "| | order-embeddings (symmetric) | 84.2 | 83.83 ± 0.2 | same |\n"
+    "| | order-embeddings (bilinear) | 86.3 | 83.84 ± 0.21 | same |\n"
+)
+
+
+def test_a_row_that_names_a_method_cites_that_methods_values(tmp_path):
+    """Each number beside a method is that row's value, not any value of the report: swapping the
+    bilinear row's 83.84 ± 0.21 into the symmetric row, or the order-embeddings' 90.74 into the
+    closure's, fails (both numbers are elsewhere in the report)."""
+    assert C.problems(_table1(tmp_path / "a", ROWS), ("README.md",)) == []
+    swapped = ROWS.replace("| 84.2 | 83.83 ± 0.2 |", "| 84.2 | 83.84 ± 0.21 |")
+    assert C.problems(_table1(tmp_path / "b", swapped), ("README.md",)) == [
+        "README.md:5: 83.84 is not the value of the row it sits in (order-embeddings (symmetric))"
+    ]
+    paired = ROWS.replace("| 84.2 | 83.83 ± 0.2 |", "| 84.2 | 83.83 ± 0.21 |")  # a mean beside another row's sd
+    assert C.problems(_table1(tmp_path / "e", paired), ("README.md",)) == [
+        "README.md:5: 83.83 ± 0.21 is not one row's value and sd (order-embeddings (symmetric))"
+    ]
+    closure = ROWS.replace("| 88.2 | 88.21 |", "| 88.2 | 90.74 |")
+    assert C.problems(_table1(tmp_path / "c", closure), ("README.md",)) == [
+        "README.md:4: 90.74 is not the value of the row it sits in (transitive closure)"
+    ]
+    paper = ROWS.replace("| 86.3 | 83.84", "| 84.2 | 83.84")  # the symmetric row's paper number
+    assert C.problems(_table1(tmp_path / "d", paper), ("README.md",)) == [
+        "README.md:6: 84.2 is not the value of the row it sits in (order-embeddings (bilinear))"
+    ]

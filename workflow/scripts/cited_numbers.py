@@ -11,6 +11,11 @@ id in scope is unbacked. Checked: every number with a decimal point, and every n
 cell that holds only numbers. Not checked: code spans, link targets, versions ("WordNet 3.1") and
 a line that carries `<!-- not cited -->`.
 
+Row-aware: in a table row whose label (the `row`, `method` or first column) names a method of a
+report in scope, a number under a `paper` or `ours` column, or under a metric of that report, must
+be that method's value (for the metric its column, label or the table's first row names, where one
+does), not any value of the report; "A ± B" must be one row's mean and sd.
+
 A notebook's Markdown cells are read as one page whose numbers belong to the reports that notebook
 writes, and to any report id in their scope (report_index.REPORTS), so its "What this shows" cannot drift from its tables.
 """
@@ -22,7 +27,7 @@ import json
 import math
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from orderlib.paths import repo_root
@@ -49,6 +54,10 @@ class Cite:
     line: int
     text: str  # the number as the page prints it
     ids: tuple[str, ...]  # the report ids in its scope
+    row: str = ""  # in a table: the row's label (plain text), where the row has one
+    context: str = ""  # the label of the table row that named the scope (a metric it names carries on)
+    column: str = ""  # the column's header (plain text)
+    pair: str = ""  # "A|B" where the number is A of "A ± B"
 
 
 def _ids_in(text: str, ids: list[str]) -> list[str]:
@@ -73,6 +82,38 @@ def _cells(row: str) -> list[str]:
     return [c.strip() for c in row.strip().strip("|").split("|")]
 
 
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+LABEL_HEADERS = ("row", "method", "model")  # a column of row labels; else an unnamed first column
+ROW_COLUMNS = ("paper", "ours")  # the columns that hold the row's own values
+
+
+def _plain(text: str) -> str:
+    """A cell as words: links, code marks and bold dropped, lower case, "acc." spelled out."""
+    text = _LINK.sub(r"\1", text).replace("`", "").replace("**", "").lower()
+    return " ".join(text.replace("acc.", "accuracy").split())
+
+
+def _label_column(header: list[str]) -> int | None:
+    named = [i for i, h in enumerate(header) if h.startswith(LABEL_HEADERS)]
+    return named[0] if named else (0 if header and not header[0] else None)
+
+
+def _row_cites(page: str, no: int, cells: list[str], header: list[str], scope, context: str) -> list[Cite]:
+    """A table row's numbers, each with its row label and column (`problems` holds them to the row)."""
+    col = _label_column(header)
+    row = _plain(cells[col]) if col is not None and col < len(cells) else ""
+    out = []
+    for i, cell in enumerate(cells):
+        whole = bool(scope) and not _DECIMAL_OR_CELL.search(_CODE.sub("", cell).replace("**", ""))
+        column = header[i] if i < len(header) else ""
+        for part in re.split(r"\s/\s|→", cell):
+            nums = _numbers(part, whole)
+            pair = f"{nums[0]}|{nums[1]}" if "±" in part and len(nums) >= 2 else ""
+            for j, n in enumerate(nums):
+                out.append(Cite(page, no, n, tuple(scope), row if i != col else "", context, column, pair * (j == 0)))
+    return out
+
+
 def extract(page: str, text: str, ids: list[str]) -> list[Cite]:
     """The numbers `text` (a Markdown page) cites, each with the report ids in its scope."""
     ids = sorted(ids, key=len, reverse=True)
@@ -80,6 +121,8 @@ def extract(page: str, text: str, ids: list[str]) -> list[Cite]:
     section_ids: list[str] = []  # ids named so far in this section
     block_ids: list[str] = []  # ids of the paragraph or list item being read
     row_ids: list[str] = []  # ids of the last table row that named one
+    header: list[str] | None = None  # the current table's header, plain
+    context = ""  # the label of the table row that named the current ids
     in_code = exempt = False
     for no, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -92,7 +135,7 @@ def extract(page: str, text: str, ids: list[str]) -> list[Cite]:
             section_ids, block_ids, row_ids = [], [], []
             continue
         if not stripped:
-            block_ids, row_ids, exempt = [], [], False
+            block_ids, row_ids, exempt, header = [], [], False, None
             continue
         if stripped.startswith(NOT_CITED_BLOCK):  # the block below it quotes no result
             exempt = True
@@ -105,16 +148,18 @@ def extract(page: str, text: str, ids: list[str]) -> list[Cite]:
             cells = _cells(stripped)
             if all(re.fullmatch(r":?-+:?", c) for c in cells if c):
                 continue
+            if header is None:  # a table's first row names its columns
+                header = [_plain(c) for c in cells]
             first = _ids_in(cells[0], ids)
             if first or cells[0]:
                 row_ids = first or named
+                col = _label_column(header)
+                context = _plain(cells[col]) if col is not None and col < len(cells) else ""
             scope = row_ids or named or block_ids or section_ids
-            for cell in cells:
-                whole = bool(scope) and not _DECIMAL_OR_CELL.search(_CODE.sub("", cell).replace("**", ""))
-                for n in _numbers(cell, whole):
-                    cites.append(Cite(page, no, n, tuple(scope)))
+            cites += _row_cites(page, no, cells, header, scope, context)
             section_ids += [i for i in named if i not in section_ids]
             continue
+        header = None
         if _LIST_ITEM.match(stripped):  # a new list item is a new scope
             block_ids = []
         block_ids += [i for i in named if i not in block_ids]
@@ -142,7 +187,7 @@ def _paragraph_scopes(text: str, cites: list[Cite], ids: list[str]) -> list[Cite
         for _, line in block:
             named += [x for x in _ids_in(line, ids) if x not in named]
         para_ids.update((i, named) for i, _ in block)
-    return [Cite(c.page, c.line, c.text, tuple(para_ids[c.line])) if para_ids.get(c.line) else c for c in cites]
+    return [replace(c, ids=tuple(para_ids[c.line])) if para_ids.get(c.line) else c for c in cites]
 
 
 def _value(text: str) -> tuple[float, int]:
@@ -156,7 +201,11 @@ def table_numbers(csv: Path) -> list[float]:
     """Every number in a report's CSV (numbers inside text cells too, e.g. "12.3 ± 0.4")."""
     import pandas as pd
 
-    df = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    return table_numbers_of(pd.read_csv(csv, dtype=str, keep_default_na=False))
+
+
+def table_numbers_of(df) -> list[float]:
+    """Every number in a table's cells (numbers inside text cells too)."""
     out = []
     for value in df.to_numpy().ravel():
         for m in _NUMBER.finditer(str(value).replace("e-", "E-")):
@@ -187,9 +236,87 @@ def page_cites(root: Path, path: Path, ids: list[str]) -> list[Cite]:
     own = tuple(rid for rid, info in REPORTS.items() if info[2] == page)
     # the Markdown cells as one page, cells apart as paragraphs (a problem's line counts its lines)
     return [
-        Cite(c.page, c.line, c.text, tuple(dict.fromkeys(c.ids + own)))
+        replace(c, ids=tuple(dict.fromkeys(c.ids + own)))
         for c in extract(page, "\n\n".join(notebook_markdown(json.loads(path.read_text()))), ids)
     ]
+
+
+def _tokens(text: str) -> set[str]:
+    return set(re.findall(r"[\w@]+", text))
+
+
+def _score(label: str, method: str):
+    """How well a row label names `method`: its words the label holds less those it lacks (then
+    the words held); None where it holds fewer than it lacks."""
+    words = _tokens(method)
+    hit = len(words & _tokens(label))
+    return (2 * hit - len(words), hit) if hit and 2 * hit >= len(words) else None
+
+
+def _named(text: str, names) -> str | None:
+    """The name of `names` that `text` holds as a phrase first (the longest at one place)."""
+    hits = {}
+    for n in names:
+        m = re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text)
+        if m:
+            hits[n] = (-m.start(), len(n))
+    return max(hits, key=hits.get) if hits else None
+
+
+def row_values(c: Cite, table) -> tuple[list, list[float]] | None:
+    """The rows of the scope's reports that `c`'s row names, and their numbers: the method the row
+    label names best (a claim row is no method), narrowed to the metric its column, label or the
+    table's naming row names; None where the label names no method."""
+    import pandas as pd
+
+    best, picked = None, []
+    for rid in c.ids:
+        df = table(rid)
+        if df is None or "method" not in df:
+            continue
+        methods = df if "verdict" not in df else df[df["verdict"].isna()]
+        for m in methods["method"].dropna().unique():
+            score = _score(c.row, str(m).lower())
+            if score and (best is None or score > best):
+                best, picked = score, [(df, m)]
+            elif score and score == best:
+                picked.append((df, m))
+    if not picked:
+        return None
+    frames = []
+    for df, m in picked:
+        rows = df[df["method"] == m]
+        if "metric" in df:
+            names = {str(x).lower() for x in rows["metric"].dropna().unique()}
+            label, context = (
+                t.replace(str(m).lower(), " ") for t in (c.row, c.context)
+            )  # the method's own words aside
+            k = _named(c.column, names) or _named(label, names) or _named(context, names)
+            rows = rows[rows["metric"].str.lower() == k] if k else rows
+        frames.append(rows)
+    rows = pd.concat(frames)
+    return frames, [v for r in frames for v in table_numbers_of(r)] if len(rows) else []
+
+
+def _one_row_pair(pair: str, frames) -> bool:
+    """Is "A ± B" one row's value and sd, or one (method, metric)'s mean and sd rows?"""
+    mean, sd = pair.split("|")
+    for rows in frames:
+        for _, r in rows.iterrows():
+            v = table_numbers_of(r.to_frame().T)
+            if matches(mean, v) and matches(sd, v):
+                return True
+        if "statistic" in rows:
+            for _, g in rows.groupby([k for k in ("method", "metric") if k in rows]):
+                st = g.set_index("statistic")["ours"]
+                if (
+                    "mean" in st
+                    and "sd" in st
+                    and matches(mean, [float(st["mean"])])
+                    and matches(sd, [float(st["sd"])])
+                ):
+                    return True
+    return False
 
 
 def problems(root: Path | None = None, pages: tuple[str, ...] = PAGES) -> list[str]:
@@ -197,8 +324,18 @@ def problems(root: Path | None = None, pages: tuple[str, ...] = PAGES) -> list[s
     from report_index import REPORTS
 
     root = Path(root or repo_root())
+    import pandas as pd
+
     tables = root / "reports" / "tables"
     cache: dict[str, list[float]] = {}
+    frames: dict[str, object] = {}
+
+    def table(rid: str):
+        if rid not in frames:
+            csv = tables / f"{rid}.csv"
+            frames[rid] = pd.read_csv(csv, dtype={"method": str, "metric": str}) if csv.exists() else None
+        return frames[rid]
+
     out = []
     for pattern in pages:
         for path in sorted(root.glob(pattern)):
@@ -207,12 +344,30 @@ def problems(root: Path | None = None, pages: tuple[str, ...] = PAGES) -> list[s
                 if not c.ids:
                     out.append(f"{page}:{c.line}: {c.text} names no report")
                     continue
+                own = row_values(c, table) if c.row else None
+                if own and (c.column.startswith(ROW_COLUMNS) or _named(c.column, _metrics(c, table))):
+                    if not matches(c.text, own[1]):
+                        out.append(f"{page}:{c.line}: {c.text} is not the value of the row it sits in ({c.row})")
+                    elif c.pair and not _one_row_pair(c.pair, own[0]):
+                        out.append(
+                            f"{page}:{c.line}: {c.pair.replace('|', ' ± ')} is not one row's value and sd ({c.row})"
+                        )
+                    continue
                 for rid in c.ids:
                     if rid not in cache:
                         csv = tables / f"{rid}.csv"
                         cache[rid] = table_numbers(csv) if csv.exists() else []
                 if not any(matches(c.text, cache[rid]) for rid in c.ids):
                     out.append(f"{page}:{c.line}: {c.text} is not in {', '.join(c.ids)}")
+    return out
+
+
+def _metrics(c: Cite, table) -> set[str]:
+    out = set()
+    for rid in c.ids:
+        df = table(rid)
+        if df is not None and "metric" in df:
+            out |= {str(x).lower() for x in df["metric"].dropna().unique()}
     return out
 
 
