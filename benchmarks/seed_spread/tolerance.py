@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from orderlib import precision
+from orderlib import freshness, precision
 from orderlib.paths import REPORTS_ENV, RUNS_ENV, repo_root, runs_root
 from orderlib.reports import cite_round, device_description, git_commit, write_table
 
@@ -143,6 +143,37 @@ def _metas(folder: Path) -> dict[str, dict]:
     return {p.name.removesuffix(".meta.json"): json.loads(p.read_text()) for p in sorted(folder.glob("*.meta.json"))}
 
 
+def _sources() -> dict[str, str]:
+    """Report id -> the notebook or script that writes it (workflow/reports.yaml)."""
+    import yaml
+
+    registry = yaml.safe_load((repo_root() / "workflow" / "reports.yaml").read_text())
+    return {rid: info["source"] for rid, info in registry.items()}
+
+
+# Parts of a data fingerprint that hash what a machine's own training made, not the input files:
+# Utama's task holds the frozen item CNN's features, so it differs across CPU kinds by design.
+TRAINED_PARTS = ("task",)
+
+
+def _input_data(data: str | None) -> list[str]:
+    """A data fingerprint's parts ("name:hash|...") that hash input files only."""
+    return [p for p in (data or "").split("|") if p.split(":")[0] not in TRAINED_PARTS]
+
+
+def recorded_fingerprints(table: str, meta: dict) -> dict:
+    """A table's `fingerprints`, or, for one written without them (a notebook run by papermill alone
+    before it named itself), the same block rebuilt from the commit its provenance names: the
+    registry's source for the table, that commit's code, and its recorded data fingerprint."""
+    if meta.get("fingerprints"):
+        return meta["fingerprints"]
+    source = _sources().get(table)
+    if not source or not meta.get("git_commit"):
+        return {}
+    code = freshness.fingerprints(source, freshness.commit_reader(meta["git_commit"].removesuffix("-dirty")))
+    return {"source": source, "code": code, "data": meta.get("data_fingerprint")}
+
+
 def across(a: Path, b: Path) -> tuple[list[dict], dict]:
     """Compare the report tables two machines made with the same code and data (folders `a`, `b`):
     one row per number, as `compare`, labelled by the two CPU kinds; and what was compared. Tables
@@ -153,8 +184,9 @@ def across(a: Path, b: Path) -> tuple[list[dict], dict]:
     if not shared:
         raise ValueError(f"{a} and {b}: no report table in both (each needs <id>.csv and <id>.meta.json)")
     for t in shared:
-        fa, fb = metas_a[t].get("fingerprints") or {}, metas_b[t].get("fingerprints") or {}
-        differs = [k for k in ("source", "code", "data") if fa.get(k) != fb.get(k)]
+        fa, fb = recorded_fingerprints(t, metas_a[t]), recorded_fingerprints(t, metas_b[t])
+        differs = [k for k in ("source", "code") if fa.get(k) != fb.get(k)]
+        differs += ["data"] * (_input_data(fa.get("data")) != _input_data(fb.get("data")))
         if not fa or differs:
             raise ValueError(
                 f"{b / (t + '.meta.json')}: its provenance differs from {a / (t + '.meta.json')} in "
