@@ -45,3 +45,19 @@ def test_publish_names_a_bad_file(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="bad.ipynb"):
         publish(bad, tmp_path)
+
+
+def test_publish_leaves_out_progress_bars(tmp_path):
+    """A run's progress (widgets, tqdm's stderr lines) shows while it runs, never in the report."""
+    from publish_notebook import strip_progress
+
+    widget = {
+        "output_type": "display_data",
+        "data": {"application/vnd.jupyter.widget-view+json": {}, "text/plain": "0%"},
+    }
+    bar = {"output_type": "stream", "name": "stderr", "text": "epoch 3:  40%|████      | 4/10 [00:01<00:02]\r"}
+    warning = {"output_type": "stream", "name": "stderr", "text": "UserWarning: something real\n"}
+    table = {"output_type": "execute_result", "data": {"text/plain": "hit@1 87.64"}}
+    nb = {"cells": [{"cell_type": "code", "outputs": [widget, bar, warning, table]}], "metadata": {"widgets": {}}}
+    out = strip_progress(nb)
+    assert out["cells"][0]["outputs"] == [warning, table] and "widgets" not in out["metadata"]

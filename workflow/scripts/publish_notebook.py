@@ -1,6 +1,7 @@
 """Publish an executed notebook under reports/notebooks/ with no machine's paths in it: the
 repository's absolute path in outputs becomes relative, and papermill's record of where the run
-wrote its output names the published file.
+wrote its output names the published file. Progress bars, which show while a notebook runs, are
+left out: widget views, their saved state, and tqdm's lines on stderr.
 
     python workflow/scripts/publish_notebook.py runs/full/executed/01_oe_table1_wordnet.ipynb [--root .]
 """
@@ -10,9 +11,34 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from pathlib import Path
 
 from orderlib.reports import repo_root
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+_BAR = re.compile(r"\d+%\|.*\|")  # tqdm's text bar: " 40%|████      | 4/10 [...]"
+
+
+def _is_progress(output: dict) -> bool:
+    if WIDGET in output.get("data", {}):
+        return True
+    text = "".join(output.get("text", ""))
+    return (
+        output.get("name") == "stderr"
+        and bool(text.strip())
+        and all(_BAR.search(line) for line in re.split(r"[\r\n]+", text) if line.strip())
+    )
+
+
+def strip_progress(nb: dict) -> dict:
+    """`nb` without its progress bars (in place): outputs that are widget views or stderr holding
+    only tqdm lines, and the notebook's saved widget state."""
+    for cell in nb.get("cells", []):
+        if "outputs" in cell:
+            cell["outputs"] = [o for o in cell["outputs"] if not _is_progress(o)]
+    nb.get("metadata", {}).pop("widgets", None)
+    return nb
 
 
 def publish(src: Path, root: Path | None = None, out_dir: Path | None = None) -> Path:
@@ -25,6 +51,7 @@ def publish(src: Path, root: Path | None = None, out_dir: Path | None = None) ->
         nb = json.loads(text.replace(str(root) + "/", "").replace(str(root), "."))
     except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"{src}: not a readable notebook ({e})") from e
+    strip_progress(nb)
     dst = out_dir / Path(src).name
     pm = nb.get("metadata", {}).get("papermill")
     if isinstance(pm, dict):  # where it is published: relative to the checkout, or to here with out_dir
