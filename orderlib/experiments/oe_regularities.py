@@ -21,6 +21,7 @@ random tie-breaking) as `ours`.
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,11 @@ import torch.nn.functional as F
 
 from orderlib.data.scenes import MASS_NOUNS, Lexicon, Scenes, caption_tokenize, noun_phrase
 from orderlib.eval.retrieval import TIES, tie_columns, topk_hits
+from orderlib.experiments.oe_retrieval import model_records
+from orderlib.penalties import order_violation
+from orderlib.reports import report_meta, write_table
 from orderlib.training.retrieval import embed
+from orderlib.viz import cited, side_by_side
 
 CLASS_WORDS = {"jersey.n.03": "t-shirt", "gym_shoe.n.01": "sneaker"}  # else the first lemma
 
@@ -142,3 +147,109 @@ def regularities_table(models: dict, vocab, split, scenes: Scenes, lex: Lexicon)
         examples[method] = (ex_c, ex_a)
         rows += [dict(method=method, metric=m, paper=None, **tie_columns(v)) for m, v in {**comp, **abst}.items()]
     return pd.DataFrame(rows), examples
+
+
+# ---------------------------------------------------------------- what the Figure 4 notebook shows
+
+SHORT = {  # report metric -> the label a reader sees
+    "composition precision@10: caption A max caption B": "compose P@10: max('a A', 'a B')",
+    "composition precision@10: caption A alone": "compose P@10: 'a A' alone",
+    "composition precision@10: written caption 'A and B'": "compose P@10: written 'a A and a B'",
+    "composition precision@10: image of A max caption B": "compose P@10: max(image of an A, 'a B')",
+    "abstraction top-1: min of two images names a common ancestor (%)": "abstract top-1: min names a common ancestor",
+    "abstraction top-1: min of two images names their lowest common ancestor (%)": "abstract top-1: min names the lowest one",
+    "top-1 synset caption of one image is true of it (%)": "one image's top-1 synset caption is true of it",
+}
+FIGURE_PAIRS = ({7, 8}, {3, 9}, {1, 5})  # sneaker + bag, dress + boot, trousers + sandal
+
+
+def toy_regularities() -> pd.DataFrame:
+    """Eqs. (1)-(2) by hand on 2-d vectors: max(a, b) sits below a and b in the order (E(max, a) =
+    E(max, b) = 0: more specific than both), min(a, b) above them (E(a, min) = E(b, min) = 0),
+    while a and b themselves are not ordered (E > 0 both ways)."""
+    v = {"a": torch.tensor([0.2, 0.9]), "b": torch.tensor([0.7, 0.1])}
+    v["max(a, b)"], v["min(a, b)"] = torch.maximum(v["a"], v["b"]), torch.minimum(v["a"], v["b"])
+    pairs = [("max(a, b)", "a"), ("max(a, b)", "b"), ("a", "min(a, b)"), ("b", "min(a, b)"), ("a", "b"), ("b", "a")]
+    show = lambda n: f"{n} = ({float(v[n][0]):.1f}, {float(v[n][1]):.1f})"
+    rows = [{"x (specific side)": show(x), "y (general side)": show(y), "E(x, y)": float(order_violation(v[x], v[y]))}
+            for x, y in pairs]  # fmt: skip
+    return cited(pd.DataFrame(rows))
+
+
+def results(df: pd.DataFrame) -> pd.DataFrame:
+    """Both models' rates side by side (viz.side_by_side), the metrics under their short labels;
+    the paper's column is empty: Figure 4 shows examples only."""
+    shown = df.assign(metric=df.metric.map(SHORT))
+    data = "stand-in: Fashion-MNIST Scenes, test split"
+    return side_by_side(shown, data, methods=list(dict.fromkeys(df.method)), metrics=list(SHORT.values()))
+
+
+def tie_gap(df: pd.DataFrame) -> float:
+    """The largest difference between the two exact tie bounds over every row (0: no rate depends
+    on how ties are broken)."""
+    return float((df["ties against"] - df["ties for"]).abs().max())
+
+
+def figure(scenes: Scenes, lex: Lexicon, examples: tuple[list, list], k: int = 4):
+    """viz.plot_regularities on three class pairs (FIGURE_PAIRS) and three image pairs (two whose
+    min names a common ancestor, one whose does not), with what its colours mean: a legend and a
+    label per block of rows."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from orderlib.viz import plot_regularities
+
+    comp, abst = examples
+    picks = [e for e in comp if {e["a"], e["b"]} in FIGURE_PAIRS]
+    shown = [e for e in abst if e["common"]][:2] + [e for e in abst if not e["common"]][:1]
+    fig = plot_regularities(scenes, lambda c: class_caption(lex, c), picks, shown, k=k, n=3)
+    for im in (im for ax in fig.axes for im in ax.get_images()):
+        im.set_interpolation("nearest")  # the scenes' pixels as they are, and a PNG a third the size
+    fig.subplots_adjust(left=0.05)
+    for rows, text in ((fig.axes[0 : 3 * (k + 2)], "composition"), (fig.axes[3 * (k + 2) :], "abstraction")):
+        top, bottom = rows[0].get_position().y1, rows[-1].get_position().y0
+        fig.text(0.01, (top + bottom) / 2, text, rotation=90, va="center", ha="center", fontsize=11)
+    handles = [
+        Patch(facecolor="none", edgecolor="limegreen", lw=3, label="retrieved image holds both classes"),
+        Patch(facecolor="none", edgecolor="red", lw=3, label="retrieved image lacks one of them"),
+        plt.Line2D([], [], color="green", marker="$a$", ls="none", ms=8, label="caption names a common ancestor"),
+        plt.Line2D([], [], color="red", marker="$a$", ls="none", ms=8, label="caption is no ancestor of both"),
+    ]
+    fig.legend(handles=handles, loc="upper center", ncol=2, fontsize=9, frameon=False, bbox_to_anchor=(0.5, 0.0))
+    return fig
+
+
+def write_report(df: pd.DataFrame, ex, cfg: dict, *, preset, device, commit, t_start, tables) -> dict:
+    """Write report `oe_fig4_regularities` (CSV, Markdown, provenance) under `tables`."""
+    notes = (
+        f"Data: {ex.source}; test split. Stand-in data in place of COCO; the paper shows Figure 4 as examples "
+        "only and has no numbers. Composition: precision@10 of test images holding both classes for the query "
+        "max(f_c('a A'), f_c('a B')) over all 45 class pairs (cosine model: normalised sum). Abstraction: for "
+        "random pairs of one-item test images of different classes, the synset caption with the lowest E(min of "
+        "the two image embeddings, caption); right when it names a WordNet ancestor of both classes. "
+        "Order violations of exactly 0 can tie (every image below a query in the order scores 0), so each rate "
+        "is the expectation under uniformly random tie-breaking (ours), with the exact bounds ('ties against' / "
+        "'ties for') and the index-order rule beside it."
+    )
+    meta = report_meta(
+        preset=preset,
+        seed=cfg["seed"],
+        device=device,
+        commit=commit,
+        data_source=ex.source,
+        data_fingerprint=ex.fingerprint,
+        wall_time_s=time.perf_counter() - t_start,
+        trained=model_records(ex),
+        config=cfg,
+        primary_ties="expected (uniformly random tie-breaking)",
+    )
+    title = "Order-Embeddings Figure 4: max as composition, min as abstraction"
+    return write_table("oe_fig4_regularities", df, meta, tables, title=title, notes=notes)
+
+
+def check_regularities(df: pd.DataFrame) -> None:
+    """The report's sanity checks: rates in [0, 100], one row per model and metric, every tie rule
+    within the two exact bounds."""
+    assert df["ours"].between(0, 100).all()
+    assert len(df) == 2 * df.metric.nunique()
+    assert ((df["ties against"] - 1e-9 <= df.ours) & (df.ours <= df["ties for"] + 1e-9)).all()  # within the bounds
