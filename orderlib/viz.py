@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pandas as pd
 
@@ -382,9 +383,10 @@ def verdicts(table_id: str, tables=None, claims=None) -> pd.DataFrame:
     """The claims of a seed-spread report (`reports/tables/<table_id>.csv`, written by
     spread.write_report) with their numbers: per claim, the mean ± sd over seeds of a - b, the
     seeds, and the verdict. `claims` keeps those whose label contains one of its strings."""
-    from orderlib.paths import reports_root
+    from orderlib.paths import repo_root
 
-    path = (tables or reports_root() / "tables") / f"{table_id}.csv"
+    # the committed reports, even where a run writes its own elsewhere (ORDERLIB_REPORTS, e.g. tolerance.py)
+    path = Path(tables or repo_root() / "reports" / "tables") / f"{table_id}.csv"
     df = pd.read_csv(path)
     if not {"statistic", "verdict"} <= set(df.columns):
         raise ValueError(f"{path}: not a seed-spread report with claims (no statistic and verdict columns)")
