@@ -212,7 +212,8 @@ def examples(run: dict, model: str = "order-embeddings", per_kind: int = 2) -> p
 
 def plot_roc(run: dict, models=("order-embeddings", "order-embeddings (symmetric)"), ax=None):
     """ROC of the energy threshold on the test pairs, with each model's held-out-chosen threshold
-    marked (the threshold itself never saw test labels)."""
+    marked (the threshold itself never saw test labels); the legend gives each model's test accuracy
+    at that threshold. The caller's title says what the models trained on."""
     import matplotlib.pyplot as plt
 
     ax = ax or plt.subplots(figsize=(6, 6))[1]
@@ -221,7 +222,7 @@ def plot_roc(run: dict, models=("order-embeddings", "order-embeddings (symmetric
         r = run["results"][model]
         e = energies(r.model, run["data"].test, next(r.model.parameters()).device)
         fpr, tpr = roc_points(e, test.positive)
-        (line,) = ax.plot(fpr, tpr, label=f"{model} (test acc. {r.test_accuracy:.1f}%)")
+        (line,) = ax.plot(fpr, tpr, label=f"{model}: test accuracy {r.test_accuracy:.1f}%")
         pred = e <= r.tau
         ax.plot(
             [(pred & ~test.positive).sum() / max(1, (~test.positive).sum())],
@@ -229,10 +230,11 @@ def plot_roc(run: dict, models=("order-embeddings", "order-embeddings (symmetric
             "o",
             color=line.get_color(),
         )
-    ax.plot([0, 1], [0, 1], ":", color="grey")
+    ax.plot([0, 1], [0, 1], ":", color="grey", label="chance")
+    ax.plot([], [], "o", color="grey", label="threshold chosen on held-out pairs")
     ax.set_xlabel("false positive rate (non-entailment called entailment)")
     ax.set_ylabel("true positive rate (entailment recalled)")
-    ax.legend(loc="lower right")
+    ax.legend(loc="lower right", fontsize=9)
     return ax
 
 
