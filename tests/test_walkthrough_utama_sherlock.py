@@ -36,12 +36,12 @@ def test_wildcard_check_puts_the_first_order_fact_first():
     ],
 )
 def test_retrieved_facts_are_classified_against_the_query(found, kind):
-    assert sw._kind(found, Fact("bag", "left of", "coat")) == kind
+    assert sw.hit_kind(found, Fact("bag", "left of", "coat")) == kind
 
 
 def test_intended_pair_replaces_the_modified_word():
-    assert uw._intended("red sandal", "attribute", "blue") == "blue sandal"
-    assert uw._intended("red sandal", "object", "bag") == "red bag"
+    assert uw.intended_pair("red sandal", "attribute", "blue") == "blue sandal"
+    assert uw.intended_pair("red sandal", "object", "bag") == "red bag"
 
 
 def test_histories_number_finetune_epochs_on():

@@ -228,7 +228,7 @@ def plot_table5(df5: pd.DataFrame):
     return fig
 
 
-def _kind(found: Fact, query: Fact) -> str:
+def hit_kind(found: Fact, query: Fact) -> str:
     """How a retrieved image's fact relates to an SPO query."""
     if found == query:
         return "the queried fact"
@@ -268,7 +268,9 @@ def fact_examples(dist: torch.Tensor, task: FactTask, seed: int = 0) -> tuple[li
     out_f2i = []
     for fact, ranked, _ in f2i:
         q = task.facts[index[fact]]
-        out_f2i.append((fact, [(i, str(task.facts[img_fact[i]]), _kind(task.facts[img_fact[i]], q)) for i in ranked]))
+        out_f2i.append(
+            (fact, [(i, str(task.facts[img_fact[i]]), hit_kind(task.facts[img_fact[i]], q)) for i in ranked])
+        )
     return out_i2f, out_f2i
 
 

@@ -300,7 +300,7 @@ def arithmetic_view(df3: pd.DataFrame) -> pd.DataFrame:
     return cited(t)
 
 
-def _intended(gt: str, kind: str, new: str) -> str:
+def intended_pair(gt: str, kind: str, new: str) -> str:
     attr, obj = gt.split(" ", 1)  # attributes are single words
     return f"{new} {obj}" if kind == "attribute" else f"{attr} {new}"
 
@@ -314,7 +314,7 @@ def plot_arithmetic_marked(images, examples, ncols: int = 3):
     nrows = -(-len(examples) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols, 4.4 * nrows), squeeze=False)
     for ax, (i, gt, kind, old, new, top) in zip(axes.flat, examples):
-        want = _intended(gt, kind, new)
+        want = intended_pair(gt, kind, new)
         ax.imshow(images[i])
         ax.set_xticks([])
         ax.set_yticks([])
