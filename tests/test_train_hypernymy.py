@@ -58,20 +58,21 @@ def test_resume_reproduces_uninterrupted_run(data, tmp_path, monkeypatch):
     cfg = HypernymyConfig(model="order-embeddings", dim=8, epochs=6, batch=32, lr=0.05, patience=6)
     full = train_concept_model(data, cfg, progress=False)
     ckpt = tmp_path / "run.pt"
-    started = []
+    saved, save = [], loop.save_checkpoint
 
-    def interrupt_at_the_fourth_epoch():
-        started.append(1)
-        if len(started) == 4:
+    def interrupt_at_the_fourth_save(path, state):
+        saved.append(1)
+        if len(saved) == 4:  # killed as the fourth epoch's checkpoint is written
             raise KeyboardInterrupt
+        save(path, state)
 
     monkeypatch.setattr(loop, "CHECKPOINT_EVERY_S", 0.0)  # a checkpoint after every epoch
-    monkeypatch.setattr(loop, "follow_share", interrupt_at_the_fourth_epoch)  # called as each epoch starts
+    monkeypatch.setattr(loop, "save_checkpoint", interrupt_at_the_fourth_save)
     with pytest.raises(KeyboardInterrupt):
         train_concept_model(data, cfg, checkpoint=ckpt, progress=False)
     state = load_checkpoint(ckpt)
     assert state["epoch"] == 2 and not state["done"] and "opt" in state  # 3 epochs done, resumable
-    monkeypatch.setattr(loop, "follow_share", lambda: None)
+    monkeypatch.setattr(loop, "save_checkpoint", save)
     resumed = train_concept_model(data, cfg, checkpoint=ckpt, progress=False)
     assert resumed.resumed
     assert [h["loss"] for h in resumed.history] == pytest.approx([h["loss"] for h in full.history])
