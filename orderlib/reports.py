@@ -12,6 +12,7 @@ import os
 import platform
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -250,6 +251,43 @@ def write_table(
         }
     )
     return paths
+
+
+@dataclass
+class NotebookReports:
+    """A notebook's run as every report it writes records it: preset, config, device, processes, the
+    commit it started from, its start time and the tables folder. A notebook's `Reports` extends it
+    with the writing of its own tables; `meta`, where a subclass sets it once the models are trained,
+    is what `write_table` records by default."""
+
+    preset: str
+    cfg: dict
+    device: object
+    workers: int
+    commit: str
+    t_start: float
+    tables: Path
+
+    meta = None  # not a field: a subclass's describe(...) sets it
+
+    def elapsed(self) -> float:
+        """Seconds since the notebook started."""
+        return time.perf_counter() - self.t_start
+
+    def run_meta(self, **fields) -> dict:
+        """report_meta with this run's preset, device, commit and wall time so far, and `fields`."""
+        return report_meta(**{"preset": self.preset, "device": self.device, "commit": self.commit,
+                              "wall_time_s": self.elapsed(), **fields})  # fmt: skip
+
+    def write_table(
+        self, table_id: str, df: pd.DataFrame, title: str, notes: str, meta: dict | None = None, **kw
+    ) -> dict:
+        """write_table under this run's tables folder with `meta`, else `self.meta` with its wall time taken now."""
+        if meta is None:
+            if self.meta is None:
+                raise RuntimeError(f"{type(self).__name__}: describe(...) the trained models before writing {table_id}")
+            meta = {**self.meta, "wall_time_s": self.elapsed()}
+        return write_table(table_id, df, meta, self.tables, title=title, notes=notes, **kw)
 
 
 def save_figure(fig, name: str, out_dir: Path | None = None) -> Path:

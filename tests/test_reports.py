@@ -1,11 +1,12 @@
 import json
+import time
 
 import nbformat
 import pandas as pd
 import pytest
 from strip_notebooks import strip
 
-from orderlib.reports import write_table
+from orderlib.reports import NotebookReports, write_table
 from orderlib.runs import run_paths
 
 META = {"preset": "small", "seed": 0, "device": "cpu", "data_source": "x", "data_fingerprint": "ab", "wall_time_s": 1.0}
@@ -30,6 +31,18 @@ def test_write_table_rejects_missing_columns_and_provenance(tmp_path):
     df = pd.DataFrame({"method": [], "metric": [], "paper": [], "ours": []})
     with pytest.raises(ValueError, match="wall_time_s"):
         write_table("t", df, {k: v for k, v in META.items() if k != "wall_time_s"}, tmp_path)
+
+
+def test_notebook_reports_write_the_described_meta_with_its_wall_time_taken_now(tmp_path):
+    run = NotebookReports("small", {}, "cpu", 1, "abc", t_start=time.perf_counter() - 100, tables=tmp_path)
+    df = pd.DataFrame({"method": ["a"], "metric": ["acc"], "paper": [1.0], "ours": [2.0]})
+    with pytest.raises(RuntimeError, match="describe.*before writing t1"):
+        run.write_table("t1", df, "T", "n")
+    run.meta = META  # what a notebook's describe(...) sets
+    meta = json.loads(run.write_table("t1", df, "T", "n")["meta"].read_text())
+    assert meta["wall_time_s"] >= 100  # seconds since t_start, not the described 1.0
+    given = json.loads(run.write_table("t2", df, "T", "n", meta=META)["meta"].read_text())
+    assert given["wall_time_s"] == 1.0 and given["id"] == "t2"
 
 
 def test_small_presets_never_write_reports(tmp_path):

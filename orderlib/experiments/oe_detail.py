@@ -14,15 +14,13 @@ repeated caption texts tie exactly) with the other rules beside them (orderlib.e
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 import torch
 
 from orderlib.eval.retrieval import TIES, TargetRanks, ranks_of_targets, tie_columns
-from orderlib.experiments.oe_retrieval import TIES_NOTE, model_records
-from orderlib.reports import report_meta, write_table
+from orderlib.experiments.oe_retrieval import TIES_NOTE, models_meta
+from orderlib.reports import write_table
 from orderlib.training.retrieval import CAPTIONS_PER_IMAGE, CaptionedImages, embed
 from orderlib.viz import cited
 
@@ -158,19 +156,7 @@ def write_report(df: pd.DataFrame, ex, cfg: dict, pairs: int, *, preset, device,
             "repeated caption texts embed identically, and an order violation of 0 ties exactly",
         )
     )
-    meta = report_meta(
-        preset=preset,
-        seed=cfg["seed"],
-        device=device,
-        commit=commit,
-        data_source=ex.source,
-        data_fingerprint=ex.fingerprint,
-        wall_time_s=time.perf_counter() - t_start,
-        trained=model_records(ex),
-        config=cfg,
-        pairs=pairs,
-        primary_ties="expected (uniformly random tie-breaking)",
-    )
+    meta = models_meta(ex, cfg, preset=preset, device=device, commit=commit, t_start=t_start, pairs=pairs)
     title = "Order-Embeddings Section 4.6: caption detail"
     return write_table("oe_sec46_detail", df, meta, tables, title=title, notes=notes)
 

@@ -21,7 +21,6 @@ random tie-breaking) as `ours`.
 from __future__ import annotations
 
 import itertools
-import time
 
 import numpy as np
 import pandas as pd
@@ -30,9 +29,9 @@ import torch.nn.functional as F
 
 from orderlib.data.scenes import MASS_NOUNS, Lexicon, Scenes, caption_tokenize, noun_phrase
 from orderlib.eval.retrieval import TIES, tie_columns, topk_hits
-from orderlib.experiments.oe_retrieval import model_records
+from orderlib.experiments.oe_retrieval import models_meta
 from orderlib.penalties import order_violation
-from orderlib.reports import report_meta, write_table
+from orderlib.reports import write_table
 from orderlib.training.retrieval import embed
 from orderlib.viz import cited, side_by_side
 
@@ -231,18 +230,7 @@ def write_report(df: pd.DataFrame, ex, cfg: dict, *, preset, device, commit, t_s
         "is the expectation under uniformly random tie-breaking (ours), with the exact bounds ('ties against' / "
         "'ties for') and the index-order rule beside it."
     )
-    meta = report_meta(
-        preset=preset,
-        seed=cfg["seed"],
-        device=device,
-        commit=commit,
-        data_source=ex.source,
-        data_fingerprint=ex.fingerprint,
-        wall_time_s=time.perf_counter() - t_start,
-        trained=model_records(ex),
-        config=cfg,
-        primary_ties="expected (uniformly random tie-breaking)",
-    )
+    meta = models_meta(ex, cfg, preset=preset, device=device, commit=commit, t_start=t_start)
     title = "Order-Embeddings Figure 4: max as composition, min as abstraction"
     return write_table("oe_fig4_regularities", df, meta, tables, title=title, notes=notes)
 

@@ -11,6 +11,7 @@ Data (`data` in a preset):
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ from orderlib.eval.retrieval import (
 from orderlib.params import ParameterError, device, existing, matmul, one_of, positive_int, subset_of, validate, workers
 from orderlib.paths import sha256_files
 from orderlib.penalties import order_violation
-from orderlib.reports import model_record
+from orderlib.reports import model_record, report_meta
 from orderlib.training.item_cnn import train_item_cnn
 from orderlib.training.retrieval import (
     CaptionedImages,
@@ -382,6 +383,24 @@ def model_records(ex) -> dict[str, dict]:
             for method, r in ex.trained.results.items()
         },
     }
+
+
+def models_meta(ex, cfg: dict, *, preset, device, commit, t_start, **extra) -> dict:
+    """The .meta.json of a report on Table 2's trained models (notebooks 04 and 05): data, config,
+    the models' training, `extra`, and the primary tie rule."""
+    return report_meta(
+        preset=preset,
+        seed=cfg["seed"],
+        device=device,
+        commit=commit,
+        data_source=ex.source,
+        data_fingerprint=ex.fingerprint,
+        wall_time_s=time.perf_counter() - t_start,
+        trained=model_records(ex),
+        config=cfg,
+        **extra,
+        primary_ties="expected (uniformly random tie-breaking)",
+    )
 
 
 def compare_rows(df: pd.DataFrame, a: str = "order-embeddings", b: str = "order-embeddings (symm.)") -> pd.DataFrame:

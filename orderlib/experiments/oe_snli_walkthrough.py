@@ -5,7 +5,6 @@ the report (written as notebook 02 always wrote it: same id, same CSV)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from orderlib.data.entailment import LABELS, SOURCES, PairSet
 from orderlib.encoders.entailment import OrderEntailment, entailment_loss
 from orderlib.experiments import oe_snli as exp
 from orderlib.penalties import order_violation
-from orderlib.reports import report_meta, write_table
+from orderlib.reports import NotebookReports
 
 MODEL_CODE = (OrderEntailment, order_violation, entailment_loss)  # Eqs. 2 and 7, shown beside them
 TABLE3_ROWS = [  # the paper's rows (2-class column), then ours beyond it
@@ -160,33 +159,22 @@ NOTES = (
 
 
 @dataclass
-class Reports:
+class Reports(NotebookReports):
     """Notebook 02's provenance and the writing of its report, oe_table3_snli."""
 
-    preset: str
-    cfg: dict
-    device: object
-    workers: int
-    commit: str
-    t_start: float
-    tables: Path
     data: str  # DATA: "embedded" or "official"
 
     def write(self, runs: dict[str, dict], df: pd.DataFrame) -> Path:
         """Write oe_table3_snli (`df`, exp.table's rows) with its provenance; return the CSV's path."""
         notes = "Stand-in data: " + " | ".join(f"{ds}: {run['how']}" for ds, run in runs.items()) + ". " + NOTES
-        meta = report_meta(
-            preset=self.preset,
+        meta = self.run_meta(
             seed=self.cfg["seed"],
-            device=self.device,
             processes=self.workers,
-            commit=self.commit,
             data_source="; ".join(SOURCES["snli_1.0" if self.data == "official" else ds] for ds in runs),
             data_fingerprint=exp.data_fingerprint(runs),
-            wall_time_s=time.perf_counter() - self.t_start,
             trained=exp.model_records(runs),
             protocol={ds: run["how"] for ds, run in runs.items()},
             config=self.cfg,
         )
         title = "Order-Embeddings Table 3: 2-class entailment"
-        return write_table("oe_table3_snli", df, meta, self.tables, title=title, notes=notes)["csv"]
+        return self.write_table("oe_table3_snli", df, title, notes, meta)["csv"]

@@ -9,7 +9,6 @@ rebuild every view from `reports/tables/oe_table1_wordnet*.csv` alone.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from orderlib.experiments import oe_wordnet as exp
 from orderlib.experiments import oe_wordnet_tables as tables
 from orderlib.losses import max_margin
 from orderlib.penalties import order_violation
-from orderlib.reports import cite_round, report_meta, write_table
+from orderlib.reports import NotebookReports, cite_round
 
 MODEL_CODE = (OrderEmbedding, order_violation, max_margin)  # Eqs. 2 and 4, shown beside them
 LIKE_FOR_LIKE = "paper, authors' split"  # the split the paper's own code made
@@ -307,27 +306,16 @@ def _facts_text(run, s: str) -> str:
 
 
 @dataclass
-class Reports:
+class Reports(NotebookReports):
     """Notebook 01's provenance and the writing of its two reports (oe_table1_wordnet for the paper
     protocol's settings, oe_table1_wordnet_clean for the clean one)."""
 
-    preset: str
-    cfg: dict
-    device: object
-    workers: int
-    commit: str
-    t_start: float
-    tables: Path
-
-    def meta(self, run, protocol: str, settings: list[str]) -> dict:
+    def table_meta(self, run, protocol: str, settings: list[str]) -> dict:
         """The .meta.json of one protocol's report: provenance, protocol facts, grids, timings, configs."""
         res = {s: run.settings[s] for s in settings}
         wordnets = {s: r.wordnet for s, r in res.items()}  # Athiwaratkun & Wilson's split: WordNet 3.0
-        return report_meta(
-            preset=self.preset,
+        return self.run_meta(
             seed=self.cfg["seeds"],
-            device=self.device,
-            commit=self.commit,
             data_source="; ".join(dict.fromkeys(f"WordNet {w['version']} ({w['source']})" for w in wordnets.values())),
             data_fingerprint="; ".join(dict.fromkeys(w["fingerprint"] for w in wordnets.values())),
             wall_time_s=run.wall_time_s,
@@ -339,7 +327,7 @@ class Reports:
             data_sources={
                 s: f"WordNet {w['version']} ({w['source']}), sha256 {w['fingerprint']}" for s, w in wordnets.items()
             },
-            notebook_wall_time_s=time.perf_counter() - self.t_start,
+            notebook_wall_time_s=self.elapsed(),
             word2gauss_trainer=word2gauss_status(),
             protocol_facts={s: r.facts for s, r in res.items()},
             dev_grids={s: {g: {str(k): v for k, v in sc.items()} for g, sc in r.grids.items()} for s, r in res.items()},
@@ -362,14 +350,8 @@ class Reports:
                 facts=" ".join(_facts_text(run, s) for s in ss),
             )
             notes += "\n\nWhat each row is:\n\n" + "\n".join(f"- **{m}**: {n}" for m, n in tables.ROW_NOTES.items())
-            out = write_table(
-                TABLE_IDS[protocol],
-                df,
-                self.meta(run, protocol, ss),
-                self.tables,
-                show=tables.markdown_view(df),
-                title=f"Table 1 (Vendrov et al.): WordNet hypernym prediction, {protocol} protocol",
-                notes=notes,
-            )
+            title = f"Table 1 (Vendrov et al.): WordNet hypernym prediction, {protocol} protocol"
+            meta = self.table_meta(run, protocol, ss)
+            out = self.write_table(TABLE_IDS[protocol], df, title, notes, meta, show=tables.markdown_view(df))
             written.append(out["csv"])
         return written

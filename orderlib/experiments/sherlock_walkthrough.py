@@ -6,9 +6,7 @@ wrote them: same ids, same CSVs)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,7 +19,7 @@ from orderlib.eval.facts import ALL, FACT_PROTOCOLS, SAME_ORDER
 from orderlib.experiments import sherlock as exp
 from orderlib.experiments import sherlock_tables as tables
 from orderlib.experiments.utama_walkthrough import shown  # noqa: F401 (the notebook shows its figures with it)
-from orderlib.reports import report_meta, write_table
+from orderlib.reports import NotebookReports
 
 DATA = "stand-in: Fashion-MNIST Facts"
 MODEL_CODE = (SEM.forward, slot_mask, structured_loss)  # Eq. 5, the wild-card weights, the loss
@@ -332,32 +330,20 @@ def sample_figure(images, task: FactTask, seed: int = 0):
 
 
 @dataclass
-class Reports:
+class Reports(NotebookReports):
     """Notebook 09's provenance and the writing of its three reports: started with the run's
     settings, `describe`d once every method is trained (the meta every table carries)."""
 
-    preset: str
-    cfg: dict
-    device: object
-    workers: int
-    commit: str
-    t_start: float
-    tables: Path
-    meta: dict | None = None
     their: str = ""
 
     def describe(self, results: dict, cnn, cnn_history: list, task: FactTask) -> None:
         """Fix the reports' provenance: data, trained methods, CNN, word vectors."""
         source, cfg = exp.source(), self.cfg
-        self.meta = report_meta(  # wall_time_s is taken again as each table is written
-            preset=self.preset,
+        self.meta = self.run_meta(  # wall_time_s is taken again as each table is written
             seed=cfg["seed"],
-            device=self.device,
             processes=self.workers,
-            commit=self.commit,
             data_source=source,
             data_fingerprint=exp.data_fingerprint(task),
-            wall_time_s=time.perf_counter() - self.t_start,
             trained=exp.model_records(results, cnn),
             config=cfg,
             task=task.notes,
@@ -371,12 +357,6 @@ class Reports:
             f"vectors: {exp.word_notes(cfg)['text vectors']}. Not a reproduction of the paper's numbers. "
         )
 
-    def _write(self, table_id: str, df: pd.DataFrame, title: str, notes: str) -> dict:
-        if self.meta is None:
-            raise RuntimeError("Reports.describe(...) the trained methods before writing a table")
-        meta = {**self.meta, "wall_time_s": time.perf_counter() - self.t_start}
-        return write_table(table_id, df, meta, self.tables, title=title, notes=notes)
-
     def table1(self, df1: pd.DataFrame) -> dict:
         notes = self.their + (
             "i2f top-1: each test image ranks all facts (primary tie rule). f2i mAP: each fact ranks all test "
@@ -389,7 +369,7 @@ class Reports:
             "fact -> image relevance; see Table 4)."
         )
         title = "Sherlock Table 1: caption models, caption-level vs fact-level"
-        return self._write("sherlock_table1_caption_vs_fact", df1, title, notes)
+        return self.write_table("sherlock_table1_caption_vs_fact", df1, title, notes)
 
     def table4(self, df4: pd.DataFrame) -> dict:
         notes = self.their + (
@@ -407,7 +387,9 @@ class Reports:
             "'averaged S, P and O parts' K1 (8.1). 'SEM-A, gloss skip-gram vectors': SEM-A regressing a skip-gram on "
             "WordNet 3.0's text instead (only where WORD_VECTORS names pretrained vectors). Chance: k / candidates."
         )
-        return self._write("sherlock_table4_retrieval", df4, "Sherlock Table 4: bi-directional fact retrieval", notes)
+        return self.write_table(
+            "sherlock_table4_retrieval", df4, "Sherlock Table 4: bi-directional fact retrieval", notes
+        )
 
     def table5(self, df5: pd.DataFrame) -> dict:
         n_cases = df5[df5.metric == "facts"].drop_duplicates("case").set_index("case")["ours"].astype(int).to_dict()
@@ -418,4 +400,4 @@ class Reports:
             f"facts only. Facts per case here: {n_cases}. protocol: 'strict' / 'implied' as in Table 4."
         )
         title = "Sherlock Table 5: generalisation to few-example SPO facts"
-        return self._write("sherlock_table5_generalization", df5, title, notes)
+        return self.write_table("sherlock_table5_generalization", df5, title, notes)

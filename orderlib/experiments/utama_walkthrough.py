@@ -6,7 +6,6 @@ notebook 08 always wrote them: same ids, same CSVs)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from orderlib.eval.compositional import accuracy_at_bias, generalised_sweep, pre
 from orderlib.experiments import utama as exp
 from orderlib.experiments.utama_tables import MAIN, inputs
 from orderlib.losses import contrastive
-from orderlib.reports import report_meta, write_table
+from orderlib.reports import NotebookReports
 from orderlib.training.composition import Embedding
 
 # Closed-world rows of the side-by-side table: the paper's Table 1 rows (chance first), then beyond it.
@@ -334,20 +333,12 @@ def plot_arithmetic_marked(images, examples, ncols: int = 3):
 
 
 @dataclass
-class Reports:
+class Reports(NotebookReports):
     """Notebook 08's provenance and the writing of its three reports: started with the run's
     settings, `describe`d once the rows are trained (the meta every table carries)."""
 
-    preset: str
-    cfg: dict
-    device: object
-    workers: int
-    commit: str
-    t_start: float
-    tables: Path
     word_vectors: str | None
     mit_states: object = None
-    meta: dict | None = None
     source: str = ""
     task: AttributeTask | None = None
     word_notes: dict | None = None
@@ -357,27 +348,17 @@ class Reports:
         standin = self.mit_states is None
         self.source = exp.source(self.word_vectors) if standin else task.notes["data"]
         self.task, self.word_notes = task, word_notes
-        self.meta = report_meta(  # wall_time_s is taken again as each table is written
-            preset=self.preset,
+        self.meta = self.run_meta(  # wall_time_s is taken again as each table is written
             seed=self.cfg["seed"],
-            device=self.device,
             processes=self.workers,
-            commit=self.commit,
             data_source=self.source,
             data_fingerprint=exp.data_fingerprint(task) if standin else task.fingerprint(),
-            wall_time_s=time.perf_counter() - self.t_start,
             trained=exp.model_records(trained, cnn),
             config=self.cfg,
             task=task.notes,
             word_vectors=word_notes,
             cnn_held_out_accuracy=cnn_history and cnn_history[-1]["held_out_accuracy"],
         )
-
-    def _write(self, table_id: str, df: pd.DataFrame, title: str, notes: str) -> dict:
-        if self.meta is None:
-            raise RuntimeError("Reports.describe(...) the trained rows before writing a table")
-        meta = {**self.meta, "wall_time_s": time.perf_counter() - self.t_start}
-        return write_table(table_id, df, meta, self.tables, title=title, notes=notes)
 
     def table1(self, df1: pd.DataFrame) -> dict:
         n = len(self.task.pairs["test_unseen"])
@@ -393,7 +374,7 @@ class Reports:
             "against pretrained initialisation. The paper's LEOR, LE+R and Misra's composition-function rows are not "
             "built here. Order-embeddings and CompCos-style rows are beyond the paper."
         )
-        return self._write("utama_table1_unseen_pairs", df1, "Utama Table 1: unseen attribute-object pairs", notes)
+        return self.write_table("utama_table1_unseen_pairs", df1, "Utama Table 1: unseen attribute-object pairs", notes)
 
     def table2(self, df2: pd.DataFrame, corr: dict) -> dict:
         notes = (
@@ -417,7 +398,7 @@ class Reports:
         ]
         df = pd.concat([df2, pd.DataFrame(rows)], ignore_index=True)
         title = "Utama Table 2: predictions for unseen pairs, per-attribute transfer"
-        return self._write("utama_table2_predictions", df, title, notes)
+        return self.write_table("utama_table2_predictions", df, title, notes)
 
     def table3(self, df3: pd.DataFrame) -> dict:
         n = len(self.task.attrs) * len(self.task.objs)
@@ -426,7 +407,7 @@ class Reports:
             f"{n} pairs under cosine similarity. The paper shows hand-picked MIT-States "
             "examples (no numbers). Controls: 'image + F(new)' (no subtraction), 'image alone', 'F(new) alone'."
         )
-        return self._write("utama_table3_arithmetic", df3, "Utama Table 3: vector arithmetic", notes)
+        return self.write_table("utama_table3_arithmetic", df3, "Utama Table 3: vector arithmetic", notes)
 
 
 def attribute_table() -> pd.DataFrame:
