@@ -115,6 +115,26 @@ def test_train_devise_learns_and_leaves_the_given_cnn_alone(toy_items):
     assert all(torch.equal(before[k], v) for k, v in cnn.state_dict().items())  # fine-tuned a copy
 
 
+def test_image_side_is_kept_per_model_and_images_until_the_parameters_change():
+    from orderlib.encoders.cnn import ItemCNN
+    from orderlib.encoders.devise import DeViSE
+    from orderlib.experiments.devise import image_side
+    from orderlib.training.devise import embed_images
+
+    torch.manual_seed(0)
+    model = DeViSE(ItemCNN(10, width=4).eval(), 6, "dot")
+    images = np.random.default_rng(0).integers(0, 256, (50, 28, 28), dtype=np.uint8)
+    first = image_side(model, images)
+    assert torch.equal(first, embed_images(model, images))
+    assert image_side(model, images.copy()) is first  # same pixels, same model: kept
+    other = image_side(model, images[::-1].copy())
+    assert torch.equal(other, embed_images(model, images[::-1].copy()))
+    with torch.no_grad():
+        model.M.weight.add_(1.0)  # a training step changes the model: computed again
+    again = image_side(model, images[::-1].copy())
+    assert not torch.equal(again, other) and torch.equal(again, embed_images(model, images[::-1].copy()))
+
+
 class Syn:
     """The two things label-vector builders read from an NLTK synset."""
 
