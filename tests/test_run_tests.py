@@ -42,3 +42,31 @@ def test_junit_counts_read_passes_failures_errors_and_skips(tmp_path):
     )
     assert run_tests.junit_counts(xml) == {"passed": 1, "failed": 2, "skipped": 1}
     assert run_tests.junit_counts(tmp_path / "missing.xml") == {"passed": 0, "failed": 0, "skipped": 0}
+
+
+def test_workers_take_every_core_within_memory_and_run_a_file_each(monkeypatch):
+    monkeypatch.setattr(run_tests.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    page = 4096
+    for free_gib, expected in ((64, 8), (10, 3), (1, 1)):
+        sizes = {"SC_AVPHYS_PAGES": free_gib * 2**30 // page, "SC_PAGE_SIZE": page}
+        monkeypatch.setattr(run_tests.os, "sysconf", sizes.__getitem__)
+        assert run_tests.workers() == expected
+    assert run_tests.parallel(2) == ["-n", "2", "--dist", "loadfile"]  # a notebook's cells stay in one kernel
+    assert run_tests.parallel(1) == []
+
+
+def test_the_pytest_steps_run_on_one_thread_per_worker(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_step(name, cmd, env, junit=None):
+        seen[name] = (cmd, env)
+        return {"name": name, "rc": 0, "seconds": 1.0, "passed": 1, "failed": 0, "skipped": 0}
+
+    monkeypatch.setattr(run_tests, "step", fake_step)
+    monkeypatch.setattr(run_tests, "repo_root", lambda: tmp_path)
+    monkeypatch.setattr(run_tests, "entailment_available", lambda: True)
+    monkeypatch.setattr(run_tests, "workers", lambda: 2)
+    assert run_tests.main(["--notebooks", "notebooks/00_x.ipynb", "notebooks/01_y.ipynb"]) == 0
+    for name in ("library tests", "notebooks (small preset)"):
+        cmd, env = seen[name]
+        assert cmd[cmd.index("-n") + 1] == "2" and env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
