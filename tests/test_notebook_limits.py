@@ -78,3 +78,17 @@ def test_closing_numbers_match_as_rounded_and_a_widget_counts():
     assert L.closing_numbers(nb) == ["0.7"]
     assert L.measures(nb, 10)["widgets"] == 1 and L.measures(nb, 10)["lines"] == 1
     assert L.closing_numbers(_nb([_md("## Results")])) == ["no closing cell"]
+
+
+def test_a_figure_the_copy_does_not_show_is_named():
+    png = {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/plain": "<Figure size 640x480>"}}
+    as_text = {"output_type": "display_data", "data": {"text/plain": "<Figure size 640x480 with 1 Axes>"}}
+    nb = _nb(
+        [
+            _code("fig = plot(x)"),  # drawn under MPLBACKEND=Agg: no output at all
+            _code("fig = plot(x)", png),
+            _code("shown(plot(x))", as_text),
+            _code("fig = plot(x)\nsave_figure(fig)"),  # saved, not shown: no claim to check
+        ]
+    )
+    assert L.undrawn(nb) == [0, 2]

@@ -99,6 +99,25 @@ def executed_problems(path: Path) -> list[str]:
     if m["widgets"]:
         out.append(f"{path}: {m['widgets']} saved progress widgets")
     out += [f"{path}: the closing cell quotes {n}, which no output shows" for n in closing_numbers(nb)]
+    out += [
+        f"{path}: cell {i} draws a figure that the copy does not show (run with MPLBACKEND unset)" for i in undrawn(nb)
+    ]
+    return out
+
+
+def undrawn(nb: dict) -> list[int]:
+    """Code cells that end by drawing a figure (`fig = ...`) or display one as text (`<Figure size ...>`:
+    a kernel under MPLBACKEND=Agg), with no image among their outputs."""
+    out = []
+    for i, c in enumerate(nb["cells"]):
+        if c["cell_type"] != "code" or any("image/png" in o.get("data", {}) for o in c.get("outputs", [])):
+            continue
+        lines = "".join(c["source"]).strip().splitlines()
+        as_text = any(
+            "".join(o.get("data", {}).get("text/plain", "")).startswith("<Figure size") for o in c.get("outputs", [])
+        )
+        if as_text or (lines and re.match(r"fig\s*=", lines[-1])):
+            out.append(i)
     return out
 
 
