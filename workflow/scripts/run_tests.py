@@ -8,7 +8,8 @@ run writes goes to a fresh `runs/test-*` folder, removed at the end unless --kee
 
 The library tests and the notebooks each run on pytest-xdist workers, one file (a notebook) to a
 worker, each worker on one thread (`workers`: every core, at most one per 3 GiB of available memory).
-Measured on an idle 2-core AMD EPYC: training a small CNN took 4.0 s on one thread and 6.3 s on two;
+Measured on an idle 2-core AMD EPYC: a small CNN trains nearly as fast on one thread as on two (3.3-4.2 s
+against 3.1-3.4 s), so two one-thread workers do close to twice the work of one two-thread process;
 on two one-thread workers the library tests take 5.5 min and the notebooks 5.8 min (from a fresh clone).
 """
 
