@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import weakref
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,9 +239,9 @@ def label_spaces(cfg: dict, workdir: Path, device="cpu", progress: bool = True) 
 
 
 def held_out_items(cfg: dict, train) -> tuple[np.ndarray, np.ndarray]:
-    """Fashion-MNIST train[50000:50000 + held_out] (images, labels): never trained on, where the CNN
-    and DeViSE choose their epochs."""
-    end = 50000 + cfg.get("held_out", 10000)
+    """Fashion-MNIST train[50000:] (images, labels), its first cfg["held_out"] where given: never
+    trained on, where the CNN and DeViSE choose their epochs."""
+    end = None if cfg.get("held_out") is None else 50000 + cfg["held_out"]
     return train.images[50000:end], train.labels[50000:end]
 
 
@@ -318,18 +319,19 @@ def train_models(
     return {"models": models, "histories": histories, "seen": list(seen)}
 
 
-_IMAGE_SIDE: dict[int, tuple] = {}  # id(model) -> (model, parameter versions, images' digest, image side)
+_IMAGE_SIDE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (versions, digest, image side)
 
 
 def image_side(model, images) -> torch.Tensor:
     """A model's image side for uint8 `images`: an ItemCNN's logits (the softmax baseline), a DeViSE
     model's label-space embeddings. Kept for the last images each model saw, until its parameters
-    change: Tables 2-4 rank the same images over many candidate sets."""
+    change: Tables 2-4 rank the same images over many candidate sets. Held weakly: a model that is
+    gone takes its entry with it (the seed spreads train many in one process)."""
     versions = tuple(p._version for p in model.parameters())
     digest = hashlib.sha1(np.ascontiguousarray(images).data).hexdigest()
-    hit = _IMAGE_SIDE.get(id(model))
-    if hit and hit[0] is model and hit[1:3] == (versions, digest):
-        return hit[3]
+    hit = _IMAGE_SIDE.get(model)
+    if hit and hit[:2] == (versions, digest):
+        return hit[2]
     if isinstance(model, ItemCNN):
         model.eval()
         with torch.no_grad():
@@ -337,7 +339,7 @@ def image_side(model, images) -> torch.Tensor:
             side = torch.cat([model(to_input(images[i : i + 1024], device)).cpu() for i in range(0, len(images), 1024)])
     else:
         side = embed_images(model, images)
-    _IMAGE_SIDE[id(model)] = (model, versions, digest, side)
+    _IMAGE_SIDE[model] = (versions, digest, side)
     return side
 
 
