@@ -123,6 +123,11 @@ def test_an_executed_copy_whose_text_lags_is_brought_in_line_without_a_rerun(tmp
     assert R.copy_freshness("notebooks/n.ipynb", root) == "current"
     assert json.loads(copy.read_text())["cells"][-1]["outputs"] == [{"text": "1"}]  # outputs kept
     assert sync_text(copy, root / "notebooks/n.ipynb") is False
+    (root / "notebooks/n.ipynb").write_text(_notebook("x = 1", title="[t](../reports/tables/t.md)"))
+    assert R.copy_freshness("notebooks/n.ipynb", root) == "text"
+    assert sync_text(copy, root / "notebooks/n.ipynb") is True  # its links, relinked for reports/notebooks/
+    assert json.loads(copy.read_text())["cells"][0]["source"] == ["[t](../tables/t.md)"]
+    assert R.copy_freshness("notebooks/n.ipynb", root) == "current"
     copy.write_text(_notebook("x = 2", title="# old"))  # other code: only a rerun helps
     with pytest.raises(ValueError, match="n.ipynb: its code cells or cell order differ"):
         sync_text(copy, root / "notebooks/n.ipynb")

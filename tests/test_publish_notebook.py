@@ -1,6 +1,7 @@
 """Executed notebooks are published without the machine's paths."""
 
 import json
+import re
 
 import pytest
 from publish_notebook import publish
@@ -61,3 +62,37 @@ def test_publish_leaves_out_progress_bars(tmp_path):
     nb = {"cells": [{"cell_type": "code", "outputs": [widget, bar, warning, table]}], "metadata": {"widgets": {}}}
     out = strip_progress(nb)
     assert out["cells"][0]["outputs"] == [warning, table] and "widgets" not in out["metadata"]
+
+
+def test_links_written_from_notebooks_resolve_from_the_published_copy(tmp_path):
+    """A notebook links "../reports/tables/t.md" from notebooks/; its copy in reports/notebooks/ must
+    link "../tables/t.md" (and "../../docs/..."), or every link of the copy a reader opens is dead."""
+    from publish_notebook import relink
+
+    text = "[t](../reports/tables/t.md), [k](../docs/glossary.md#kk), ![f](../reports/figures/f.png), [w](https://x.org/../a)"
+    assert (
+        relink(text)
+        == "[t](../tables/t.md), [k](../../docs/glossary.md#kk), ![f](../figures/f.png), [w](https://x.org/../a)"
+    )
+    root = tmp_path / "checkout"
+    for page in ("reports/tables/t.md", "docs/glossary.md"):
+        (root / page).parent.mkdir(parents=True, exist_ok=True)
+        (root / page).write_text("x")
+    nb = {
+        "cells": [
+            {
+                "cell_type": "markdown",
+                "metadata": {},
+                "source": ["See [t](../reports/tables/t.md)\n", "and [k](../docs/glossary.md)."],
+            }
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    src = tmp_path / "x.ipynb"
+    src.write_text(json.dumps(nb))
+    dst = publish(src, root)
+    (t, k) = re.findall(r"\]\(([^)]+)\)", "".join(json.loads(dst.read_text())["cells"][0]["source"]))
+    assert (dst.parent / t).resolve() == (root / "reports/tables/t.md").resolve()
+    assert (dst.parent / k).resolve() == (root / "docs/glossary.md").resolve()

@@ -1,7 +1,8 @@
 """Publish an executed notebook under reports/notebooks/ with no machine's paths in it: the
 repository's absolute path in outputs becomes relative, and papermill's record of where the run
 wrote its output names the published file. Progress bars, which show while a notebook runs, are
-left out: widget views, their saved state, and tqdm's lines on stderr.
+left out: widget views, their saved state, and tqdm's lines on stderr. Relative links in the
+Markdown, written from notebooks/, are rewritten to resolve from reports/notebooks/.
 
     python workflow/scripts/publish_notebook.py runs/full/executed/01_oe_table1_wordnet.ipynb [--root .]
 """
@@ -18,6 +19,28 @@ from orderlib.reports import repo_root
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 _BAR = re.compile(r"\d+%\|.*\|")  # tqdm's text bar: " 40%|████      | 4/10 [...]"
+_LINK = re.compile(r"(\]\()(\.\./[^)\s]*)(\))")  # a Markdown link up from notebooks/: "](../docs/x.md#a)"
+SOURCE_DIR, COPY_DIR = "notebooks", "reports/notebooks"
+
+
+def relink(markdown: str) -> str:
+    """`markdown` of a notebook under notebooks/ with its relative links ("](../reports/tables/t.md)")
+    rewritten to point at the same files from its executed copy under reports/notebooks/
+    ("](../tables/t.md)"), so that the links work where each is read."""
+
+    def move(m: re.Match) -> str:
+        target = os.path.normpath(os.path.join(SOURCE_DIR, m.group(2)))
+        return m.group(1) + os.path.relpath(target, COPY_DIR) + m.group(3)
+
+    return _LINK.sub(move, markdown)
+
+
+def relink_cells(nb: dict) -> dict:
+    """`nb` with every Markdown cell relinked (in place; a cell's source becomes a list of lines)."""
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            cell["source"] = relink("".join(cell.get("source", ""))).splitlines(keepends=True)
+    return nb
 
 
 def _is_progress(output: dict) -> bool:
@@ -52,6 +75,7 @@ def publish(src: Path, root: Path | None = None, out_dir: Path | None = None) ->
     except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"{src}: not a readable notebook ({e})") from e
     strip_progress(nb)
+    relink_cells(nb)
     dst = out_dir / Path(src).name
     pm = nb.get("metadata", {}).get("papermill")
     if isinstance(pm, dict):  # where it is published: relative to the checkout, or to here with out_dir

@@ -20,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 
+from publish_notebook import relink
+
 from orderlib import freshness
 from orderlib.atomic import atomic_write_files
 from orderlib.paths import repo_root
@@ -144,7 +146,7 @@ def copy_freshness(source: str, root: Path) -> str:
     ran, nb = json.loads(executed.read_text()), json.loads((Path(root) / source).read_text())
     if freshness.notebook_code(ran) != freshness.notebook_code(nb):
         return "stale"
-    return "current" if notebook_markdown(ran) == notebook_markdown(nb) else "text"
+    return "current" if notebook_markdown(ran) == [relink(m) for m in notebook_markdown(nb)] else "text"
 
 
 def notebook_markdown(nb: dict) -> list[str]:
@@ -158,19 +160,20 @@ def _kinds(nb: dict) -> list[str]:
 
 
 def sync_text(executed: Path, source: Path) -> bool:
-    """Give the executed copy `executed` the Markdown cells of its notebook `source` (Markdown has no
-    outputs, so the copy then reads as a run of the notebook would); return whether anything changed.
+    """Give the executed copy `executed` the Markdown cells of its notebook `source`, links relinked
+    for reports/notebooks/ (Markdown has no outputs, so the copy then reads as a run of the notebook
+    would, once published); return whether anything changed.
     Raises ValueError naming the file when their code or cell order differ: only a rerun helps there."""
     ran, nb = json.loads(Path(executed).read_text()), json.loads(Path(source).read_text())
     if freshness.notebook_code(ran) != freshness.notebook_code(nb) or _kinds(ran) != _kinds(nb):
         raise ValueError(f"{executed}: its code cells or cell order differ from {source}; rerun the notebook instead")
-    text = iter(c["source"] for c in nb["cells"] if c["cell_type"] == "markdown")
+    text = iter(relink("".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "markdown")
     changed = False
     for cell in ran["cells"]:
         if cell["cell_type"] == "markdown":
             new = next(text)
-            changed |= "".join(cell["source"]) != "".join(new)
-            cell["source"] = new
+            changed |= "".join(cell["source"]) != new
+            cell["source"] = new.splitlines(keepends=True)
     if changed:
         atomic_write_files({Path(executed): (json.dumps(ran, indent=1, ensure_ascii=False) + "\n").encode()})
     return changed
