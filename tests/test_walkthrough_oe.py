@@ -89,8 +89,38 @@ def test_table3_claims_and_examples():
     assert c.loc["order-embeddings beat the symmetric row", "ours a - b"] == 4.0
     assert c.loc["order-embeddings beat the symmetric row", "paper a - b"] == 9.3
     assert c.loc["order-embeddings beat the skip-thoughts stand-in", "paper a - b"] == 0.9
-    assert c.loc["order-embeddings beat the skip-thoughts stand-in", "verdict"] == "reversed, one seed"
-    pairs = PairSet(["p1", "p2", "p2", "p2"], ["a", "b", "c", "d"], np.array([0, 2, 0, 1], np.int8), "x")
+    assert (
+        c.loc["order-embeddings beat the skip-thoughts stand-in", "verdict"]
+        == "opposite sign, one seed, against a stand-in"
+    )
+    assert c.loc["order-embeddings beat the symmetric row", "verdict"] == "holds, one seed"
+    long = "p2 " * 60  # the premise whole, however long
+    pairs = PairSet(["p1", long, long, long], ["a", "b", "c", "d"], np.array([0, 2, 0, 1], np.int8), "x")
     ex = sw.pair_examples(pairs)
-    assert list(ex["hypothesis"]) == ["c", "d", "b"] and ex.index.name == "premise: p2"
+    assert list(ex["hypothesis"]) == ["c", "d", "b"] and ex.attrs["premise"] == long
     assert list(ex["2-class"]) == ["entailment", "not entailment", "not entailment"]
+
+
+def test_table3_view_gives_each_dataset_its_table():
+    """SNLI beside the paper's Table 3, SICK alone (the paper has no SICK column to show)."""
+    rows = [
+        ("order-embeddings", 88.6, 75.6, 79.8),
+        ("skip-thoughts", 87.7, None, None),
+        ("majority class", None, 65.7, 71.4),
+    ]
+    df = pd.DataFrame(
+        [dict(method=m, metric="SNLI test 2-class accuracy (%)", paper=p, ours=o) for m, p, o, _ in rows]
+        + [dict(method=m, metric="SICK test 2-class accuracy (%)", paper=None, ours=s) for m, _, _, s in rows if s]
+    )
+    runs = {
+        "snli": {"pairs": ([0] * 8858, [], []), "how": "SNLI dev minus a 10% held-out part"},
+        "sick": {"pairs": ([0] * 4439, [], []), "how": "SICK: train on train"},
+    }
+    snli, sick = sw.table3_view(df, runs).values()
+    assert list(snli.columns) == ["method", "paper", "ours", "ours ran on"] and "paper" not in sick.columns
+    assert snli.set_index("method").loc["skip-thoughts", "ours ran on"] == ""  # the paper's row only
+    assert sick.set_index("method").loc["order-embeddings", "ours ran on"] == "4,439 SICK train pairs; real SICK test"
+    assert (
+        "8,858 SNLI dev pairs (no SNLI train: stand-in)"
+        in snli.set_index("method").loc["order-embeddings", "ours ran on"]
+    )
