@@ -41,6 +41,7 @@ CLAIMS = [
     ("LE above the visual product (the paper's)", TOP1, LE, VP),
     ("LE above VSE++ with an LSTM (the paper's)", TOP1, LE, LSTM),
     ("fine-tuning the CNN helps VSE++ LSTM (the paper's)", TOP1, FT, LSTM),
+    ("LE above VSE++ LSTM + finetune (the paper's)", TOP1, LE, FT),
     ("pretrained above random word vectors, LE (Utama's ablation)", TOP1, LE, LE_RANDOM),
     ("pretrained above random word vectors, VSE++ LSTM (Utama's ablation)", TOP1, LSTM, LSTM_RANDOM),
     ("GloVe above gloss skip-gram vectors, LE", TOP1, LE, LE_GLOSS),
