@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from orderlib.data.facts import Fact
@@ -48,3 +49,30 @@ def test_histories_number_finetune_epochs_on():
     fit = lambda n: SimpleNamespace(history=[{"epoch": e, "loss": 1.0, "val_auc": 2.0} for e in range(n)])
     h = uw.histories({"row": {"fits": [fit(3), fit(2)]}})
     assert [r["epoch"] for r in h["row"]] == [0, 1, 2, 3, 4]
+
+
+def test_training_figure_rings_the_epoch_each_row_keeps():
+    fit = lambda n, best: SimpleNamespace(
+        history=[{"epoch": e, "loss": 1.0 + e, "val_auc": 10.0 * e} for e in range(n)], best_epoch=best
+    )
+    trained = {"frozen": {"fits": [fit(4, 2)]}, "+ finetune": {"fits": [fit(3, 2), fit(2, 0)]}}
+    assert uw.chosen_epoch(trained["frozen"]) == 2 and uw.chosen_epoch(trained["+ finetune"]) == 3
+    fig = uw.training_figure(trained)
+    rings = [ln for ln in fig.axes[1].get_lines() if ln.get_markerfacecolor() == "none" and len(ln.get_xdata())]
+    assert [(float(r.get_xdata()[0]), float(r.get_ydata()[0])) for r in rings] == [(3.0, 20.0), (4.0, 0.0)]
+
+
+def test_transfer_figure_sizes_points_and_names_absent_attributes():
+    rows = [
+        ("frozen CNN features", a, "context dependence", d) for a, d in (("red", 0.3), ("wet", 0.9), ("small", 0.5))
+    ]
+    rows += [
+        (uw.MAIN, a, m, v)
+        for a, acc, n in (("red", 80.0, 200), ("wet", 20.0, 40))
+        for m, v in (("pair top-1", acc), ("test images", n))
+    ]
+    df2 = pd.DataFrame([dict(section="per attribute", method=m, item=a, metric=k, ours=v) for m, a, k, v in rows])
+    fig = uw.plot_transfer(df2, {"pair top-1": -1.0})
+    ax = fig.axes[0]
+    assert sorted(ax.collections[0].get_sizes()) == [40.0, 200.0]
+    assert "no unseen test pair (not shown): small" in ax.get_xlabel()

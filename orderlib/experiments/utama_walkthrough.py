@@ -185,9 +185,17 @@ def histories(trained: dict) -> dict[str, list[dict]]:
     return out
 
 
+def chosen_epoch(trained_row: dict) -> int:
+    """The epoch (0-based, numbered as in `histories`) whose weights a row keeps: its last phase's
+    best epoch on validation AUC, after the epochs of the phases before it."""
+    fits = trained_row["fits"]
+    return sum(len(f.history) for f in fits[:-1]) + fits[-1].best_epoch
+
+
 def training_figure(trained: dict):
     """viz.plot_training of every row: loss (log scale: the rows' losses differ in kind) and
-    validation AUC per epoch; a colour and line style per row, one legend below."""
+    validation AUC per epoch; a colour and line style per row, one legend below; a ring marks the
+    epoch each row keeps."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
@@ -200,6 +208,11 @@ def training_figure(trained: dict):
         for k, line in enumerate(ax.get_lines()):
             line.set_color(colours[(2 * k) % 20 + (2 * k) // 20])
             line.set_linestyle(("-", "--", ":")[k % 3])
+    for line, row in zip(score.get_lines(), trained.values()):
+        x, y = line.get_data()
+        at = list(x).index(chosen_epoch(row) + 1)  # plot_training draws epoch + 1
+        score.plot(x[at], y[at], "o", ms=9, mfc="none", mec=line.get_color(), mew=1.5)
+    score.plot([], [], "o", ms=9, mfc="none", mec="grey", label="the epoch each row keeps")
     loss.set_yscale("log")
     plain = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "125" else "")  # 1, 2, 5 of each decade
     loss.yaxis.set_major_formatter(plain)
@@ -248,7 +261,7 @@ def plot_seen_unseen(sweeps: dict[str, dict]):
     ax.set_xlim(0, None)
     ax.set_ylim(0, None)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right", frameon=False)
+    ax.legend(fontsize=8, loc="best", framealpha=0.9)  # where the curves leave room
     fig.tight_layout()
     return fig
 
@@ -267,20 +280,30 @@ def _spread_labels(x: np.ndarray, y: np.ndarray, near: float = 0.05) -> list[flo
 
 def plot_transfer(df2: pd.DataFrame, corr: dict, method: str = MAIN):
     """Table 2's per-attribute numbers as a figure: each attribute's pair top-1 on unseen test
-    images against its context dependence, with the Spearman correlation in the title."""
+    images against its context dependence, a point's area its number of test images, with the
+    Spearman correlation in the title; attributes with no unseen test pair are named below."""
     import matplotlib.pyplot as plt
 
     per = df2[df2.section == "per attribute"]
     dep = per[per.metric == "context dependence"].set_index("item").ours.astype(float)
     acc = per[(per.method == method) & (per.metric == "pair top-1")].set_index("item").ours.astype(float)
-    both = pd.concat([dep.rename("dep"), acc.rename("acc")], axis=1, join="inner").sort_values(["acc", "dep"])
+    n = per[(per.method == method) & (per.metric == "test images")].set_index("item").ours.astype(float)
+    both = pd.concat([dep.rename("dep"), acc.rename("acc"), n.rename("n")], axis=1, join="inner")
+    both = both.sort_values(["acc", "dep"])
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    ax.scatter(both.dep, both.acc, color="C0")
+    ax.scatter(both.dep, both.acc, s=both.n, color="C0", alpha=0.6)
+    for k in sorted({int(v) for v in both.n})[:: max(1, len(set(both.n)) // 3)]:
+        ax.scatter([], [], s=k, color="C0", alpha=0.6, label=f"{k} test images")
+    ax.legend(fontsize=8, loc="best", framealpha=0.9)
+    absent = sorted(set(dep.index) - set(both.index))
     offsets = _spread_labels(both.dep.to_numpy(), both.acc.to_numpy())
     for (word, r), dy in zip(both.iterrows(), offsets):
         ax.annotate(word, (r.dep, r.acc), xytext=(5, dy), textcoords="offset points", fontsize=8, va="center")
     rho = corr.get("pair top-1", float("nan"))
-    ax.set(xlabel="context dependence of the attribute (0: the same change on every object)")
+    xlabel = "context dependence of the attribute (0: the same change on every object)"
+    if absent:
+        xlabel += f"\nno unseen test pair (not shown): {', '.join(absent)}"
+    ax.set(xlabel=xlabel)
     ax.set(ylabel=f"pair top-1 on its unseen test images (%)\n{method}")
     ax.set_title(
         f"Per attribute: transfer to unseen pairs against context dependence (Spearman {rho:.3f})", fontsize=10
