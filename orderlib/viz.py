@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -379,10 +380,25 @@ def side_by_side(df: pd.DataFrame, data: str, methods=None, metrics=None, max_ro
     return cited(out.reset_index(drop=True))
 
 
+def made(csv: Path) -> str:
+    """Which run wrote a report, from the `.meta.json` beside its CSV: "<id>, commit <short>,
+    <date>" ("<id>" alone without one). A table read from a report carries it in its first column's
+    name, so that a reader sees when its numbers come from another run than the notebook's."""
+    csv = Path(csv)
+    table_id = csv.name.removesuffix(".csv")
+    try:
+        meta = json.loads(csv.with_name(f"{table_id}.meta.json").read_text())
+    except (OSError, ValueError):
+        return table_id
+    commit = meta.get("git_commit") or ""
+    return f"{table_id}, commit {commit[:7] or 'unknown'}, {str(meta.get('created', ''))[:10]}"
+
+
 def verdicts(table_id: str, tables=None, claims=None) -> pd.DataFrame:
     """The claims of a seed-spread report (`reports/tables/<table_id>.csv`, written by
     spread.write_report) with their numbers: per claim, the mean ± sd over seeds of a - b, the
-    seeds, and the verdict. `claims` keeps those whose label contains one of its strings."""
+    seeds, and the verdict; the claim column names the run that wrote it (`made`). `claims` keeps
+    those whose label contains one of its strings."""
     from orderlib.paths import repo_root
 
     # the committed reports, even where a run writes its own elsewhere (ORDERLIB_REPORTS, e.g. tolerance.py)
@@ -408,7 +424,7 @@ def verdicts(table_id: str, tables=None, claims=None) -> pd.DataFrame:
     out = pd.DataFrame(rows).rename(columns={"method": "claim"})
     if claims is not None:
         out = out[out["claim"].map(lambda c: any(s in c for s in claims))]
-    return out.reset_index(drop=True)
+    return out.reset_index(drop=True).rename(columns={"claim": f"claim ({made(path)})"})
 
 
 def plot_training(histories: dict, metric: str, metric_label: str | None = None, loss: str = "loss"):

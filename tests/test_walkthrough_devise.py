@@ -5,6 +5,8 @@ reports folder."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -51,7 +53,11 @@ def test_claims_and_seed_rows_are_in_the_reports():
     assert len(verdicts("devise_seed_spread", tables=TABLES, claims=dw.TABLE1_CLAIMS)) == 8
     assert len(verdicts("devise_seed_spread", tables=TABLES, claims=dw.ZEROSHOT_CLAIMS)) == 6
     rows = dw.seed_rows("devise_seed_spread", dw.TABLE1_SEED_ROWS + dw.ZEROSHOT_SEED_ROWS, TABLES)
-    assert list(rows.columns) == ["row", "metric", "mean ± sd", "seed 0", "seed 1", "seed 2"]
+    assert list(rows.columns)[1:] == ["metric", "mean ± sd", "seed 0", "seed 1", "seed 2"]
+    commit = json.loads((TABLES / "devise_seed_spread.meta.json").read_text())["git_commit"][:7]
+    assert rows.columns[0].startswith(f"row (devise_seed_spread, commit {commit}, 20")  # which run wrote it
+    claims = [c for c in verdicts("devise_seed_spread", tables=TABLES).columns if c.startswith("claim")]
+    assert len(claims) == 1 and claims[0].startswith(f"claim (devise_seed_spread, commit {commit}, 20")
     assert len(dw.seed_rows("devise_pair_labels", dw.PAIR_SEED_ROWS, TABLES)) == 4
     with pytest.raises(KeyError):
         dw.seed_rows("devise_seed_spread", [("no such row", "hit@1")], TABLES)
@@ -71,3 +77,12 @@ def test_zero_shot_figure_draws_every_set():
     matplotlib.use("Agg")
     fig = dw.plot_zero_shot(pd.read_csv(TABLES / "devise_zeroshot.csv"))
     assert len(fig.axes) == 6 and "1,589" in fig.axes[0].get_title()
+
+
+def test_made_names_the_run_or_only_the_report(tmp_path):
+    from orderlib.viz import made
+
+    (tmp_path / "r.csv").write_text("method,metric\n")
+    assert made(tmp_path / "r.csv") == "r"  # no provenance beside it
+    (tmp_path / "r.meta.json").write_text(json.dumps({"git_commit": "0123456789abc", "created": "2026-12-02T11:00:00"}))
+    assert made(tmp_path / "r.csv") == "r, commit 0123456, 2026-12-02"

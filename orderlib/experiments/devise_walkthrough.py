@@ -206,8 +206,11 @@ def spread_tables(table_id: str = "devise_seed_spread") -> Path:
 def seed_rows(table_id: str, rows: list[tuple[str, str]], tables: Path | None = None) -> pd.DataFrame:
     """Rows of a seed-spread report (<table_id>.csv in `tables`, default spread_tables): per
     (method, metric), the mean ± sd over seeds and each seed's value, so a claim's verdict can be
-    read against its numbers."""
-    df = pd.read_csv((tables or spread_tables(table_id)) / f"{table_id}.csv")
+    read against its numbers; the row column names the run that wrote it (viz.made)."""
+    from orderlib.viz import made
+
+    csv = (tables or spread_tables(table_id)) / f"{table_id}.csv"
+    df = pd.read_csv(csv)
     out = []
     for method, metric in rows:
         stat = df[(df["method"] == method) & (df["metric"] == metric)].set_index("statistic")["ours"]
@@ -216,7 +219,7 @@ def seed_rows(table_id: str, rows: list[tuple[str, str]], tables: Path | None = 
         seeds = sorted(s for s in stat.index if s.startswith("seed "))
         row = {"row": method, "metric": metric, "mean ± sd": f"{cite_round(stat['mean'])} ± {cite_round(stat['sd'])}"}
         out.append({**row, **{s: cite_round(stat[s]) for s in seeds}})
-    return pd.DataFrame(out).astype(object)
+    return pd.DataFrame(out).astype(object).rename(columns={"row": f"row ({made(csv)})"})
 
 
 # ---------------------------------------------------------------- mistakes, as the paper's Figure 2
