@@ -97,21 +97,21 @@ CLAIMS = [
     # the paper's Table 3: DeViSE's guesses nearer in the hierarchy than the softmax model's (ours
     # ranks only its 7 training labels, the paper's 1,000)
     (
-        "DeViSE-0 above softmax, 2-hop set, hp@5 (the paper's)",
+        "DeViSE-0 above softmax, 2-hop set, hp@5 (the paper's Table 3)",
         "zero-shot",
         "hp@5",
         "devise-0 (2-hop)",
         "softmax baseline (2-hop)",
     ),
     (
-        "DeViSE-0 above softmax, 2-hop set, hp@20 (the paper's)",
+        "DeViSE-0 above softmax, 2-hop set, hp@20 (the paper's Table 3)",
         "zero-shot",
         "hp@20",
         "devise-0 (2-hop)",
         "softmax baseline (2-hop)",
     ),
     (
-        "DeViSE-0 above softmax, 3-hop set, hp@20 (the paper's)",
+        "DeViSE-0 above softmax, 3-hop set, hp@20 (the paper's Table 3)",
         "zero-shot",
         "hp@20",
         "devise-0 (3-hop)",
