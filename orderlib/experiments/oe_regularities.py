@@ -13,9 +13,10 @@ of two embeddings is below both in the partial order (more specific: "both"), th
   "an artifact", ...) by E(q, caption); top-1 is right when it names a common ancestor of A and B.
 The symmetric model has no order, so its analogue is the normalised sum (Kiros et al.'s vector
 arithmetic) for both operations.
-Penalties can tie exactly (an order violation of 0 is common), so precision@k and top-1 rates are
-reported under every tie rule of orderlib.eval.retrieval, the primary one (the expectation under
-random tie-breaking) as `ours`.
+Precision@k and top-1 rates are reported under every tie rule of orderlib.eval.retrieval, the
+primary one (the expectation under random tie-breaking) as `ours`: an exact tie needs two equal
+penalties, and with unit-norm, non-negative embeddings an order violation is exactly 0 only between
+identical vectors (Section 4.4), so the rules agree unless that happens.
 """
 
 from __future__ import annotations
@@ -226,9 +227,9 @@ def write_report(df: pd.DataFrame, ex, cfg: dict, *, preset, device, commit, t_s
         "max(f_c('a A'), f_c('a B')) over all 45 class pairs (cosine model: normalised sum). Abstraction: for "
         "random pairs of one-item test images of different classes, the synset caption with the lowest E(min of "
         "the two image embeddings, caption); right when it names a WordNet ancestor of both classes. "
-        "Order violations of exactly 0 can tie (every image below a query in the order scores 0), so each rate "
-        "is the expectation under uniformly random tie-breaking (ours), with the exact bounds ('ties against' / "
-        "'ties for') and the index-order rule beside it."
+        "Each rate is the expectation under uniformly random tie-breaking (ours), with the exact bounds "
+        "('ties against' / 'ties for') and the index-order rule beside it; with unit-norm, non-negative "
+        "embeddings an order violation is exactly 0 only between identical vectors, so ties are rare."
     )
     meta = models_meta(ex, cfg, preset=preset, device=device, commit=commit, t_start=t_start)
     title = "Order-Embeddings Figure 4: max as composition, min as abstraction"
