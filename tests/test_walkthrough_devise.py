@@ -51,7 +51,8 @@ def test_side_by_side_rows_exist_and_fit(table_id, rows):
 
 def test_claims_and_seed_rows_are_in_the_reports():
     assert len(verdicts("devise_seed_spread", tables=TABLES, claims=dw.TABLE1_CLAIMS)) == 8
-    assert len(verdicts("devise_seed_spread", tables=TABLES, claims=dw.ZEROSHOT_CLAIMS)) == 9  # 6, and 3 on the paper's Table 3
+    # zero-shot: 6 claims, and 3 on the paper's Table 3 (DeViSE-0 above softmax)
+    assert len(verdicts("devise_seed_spread", tables=TABLES, claims=dw.ZEROSHOT_CLAIMS)) == 9
     rows = dw.seed_rows("devise_seed_spread", dw.TABLE1_SEED_ROWS + dw.ZEROSHOT_SEED_ROWS, TABLES)
     assert list(rows.columns)[1:] == ["metric", "mean ± sd", "seed 0", "seed 1", "seed 2"]
     commit = json.loads((TABLES / "devise_seed_spread.meta.json").read_text())["git_commit"][:7]
