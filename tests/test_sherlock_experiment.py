@@ -242,3 +242,21 @@ def test_glove_is_the_default_and_the_notes_say_which_vectors(tmp_path):
     none = {**exp.PRESETS["small"], "word_vectors": None}
     assert exp.word_notes(none) == {"text vectors": "skip-gram on WordNet 3.0 text (word tokens)"}
     assert exp.gloss_words(none, tmp_path) is None  # the other rows' words are the skip-gram's already
+
+
+def test_ties_counted_and_table5_side_holds_the_own_order_column(task):
+    from orderlib.experiments import sherlock_walkthrough as sw
+
+    img_fact = torch.as_tensor(task.test.fact)
+    oracle = torch.rand(len(img_fact), len(task.facts), generator=torch.Generator().manual_seed(4)) + 1.0
+    oracle[torch.arange(len(img_fact)), img_fact] = 0.0
+    tied = oracle.clone()
+    tied[:5, 20:23] = 0.0  # five images: their fact and three others share the best score
+    tied[torch.arange(5), img_fact[:5]] = 0.0
+    t = tables.top_ties({"oracle": {"dist": oracle}, "tied": {"dist": tied}}, task).set_index(["method", "protocol"])
+    assert (t.loc["oracle", "images"] == 0).all() and t.loc[("tied", "strict"), "images"] == 5
+    assert t.loc[("tied", "strict"), "most"] == 4
+    t5 = tables.table5({"SEM-A": {"dist": oracle}, "MV CCA": {"dist": oracle.flip(1)}}, task)
+    side = sw.table5_side(t5)
+    assert list(side.columns) == ["method", "metric", "paper", "ours", sw.OWN_ORDER_K10, "ours ran on"]
+    assert len(side) == 4 and (side[side.method == "SEM-A"][sw.OWN_ORDER_K10] == 100).all()

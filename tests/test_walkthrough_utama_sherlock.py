@@ -3,6 +3,7 @@ examples are classified as the figures colour them, histories run on across trai
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 
 import pandas as pd
@@ -76,3 +77,35 @@ def test_transfer_figure_sizes_points_and_names_absent_attributes():
     ax = fig.axes[0]
     assert sorted(ax.collections[0].get_sizes()) == [40.0, 200.0]
     assert "no unseen test pair (not shown): small" in ax.get_xlabel()
+
+
+def test_sherlock_training_figures_put_the_legend_below_the_curves():
+    fit = lambda: SimpleNamespace(history=[{"epoch": e, "loss": 1.0, "dev mAP": 2.0 + e} for e in range(3)])
+    figs = sw.training_figures({m: {"fit": fit()} for m in sw.SEM_ROWS[:2]})
+    assert len(figs) == 1 and all(ax.get_legend() is None for ax in figs[0].axes)
+    (legend,) = figs[0].legends
+    assert [t.get_text() for t in legend.get_texts()] == sw.SEM_ROWS[:2]
+
+
+def test_fact_curve_values_hold_every_point_plotted():
+    grid = itertools.product((810, 117), ("SEM-A", "MV CCA"), sw.FACT_PROTOCOLS, (sw.ALL, sw.SAME_ORDER))
+    scale = pd.DataFrame(
+        [dict(facts=n, method=m, protocol=p, candidates=c, K1=float(k)) for k, (n, m, p, c) in enumerate(grid)]
+    )
+    grid = itertools.product(sw.FACT_PROTOCOLS, ("0", "51+"), ("SEM-A", "MV CCA", "ESZSL"))
+    per_fact = pd.DataFrame([dict(bin=b, method=m, protocol=p, K10=50.0) for p, b, m in grid])
+    t = sw.fact_curve_values(scale, per_fact)
+    assert list(t.index) == ["SEM-A", "MV CCA", "ESZSL"] and t.shape == (3, 2 * (2 + 2 + 2))
+    assert [c[2] for c in t.columns[:6]] == ["117", "810", "117", "810", "0", "51+"]
+    k = scale.set_index(["method", "protocol", "candidates", "facts"])["K1"]
+    assert t.loc["MV CCA", ("implied", "own order", "810")] == k[("MV CCA", "implied", sw.SAME_ORDER, 810)]
+    assert (
+        t.loc["ESZSL", ("strict", "Fig 4 K1: all", "117")] == "" and t.loc["ESZSL", ("strict", "Fig 7 K10", "0")] == 50
+    )
+
+
+def test_tie_line_names_the_methods_with_ties():
+    ties = pd.DataFrame(
+        [dict(method="a", protocol="strict", images=0, most=1), dict(method="a", protocol="implied", images=3, most=7)]
+    )
+    assert sw.tie_line(ties, 10).splitlines()[1:] == ["  strict: none", "  implied: a 3 (up to 7 facts)"]

@@ -99,6 +99,17 @@ def table5(results: dict, task: FactTask) -> pd.DataFrame:
     )
 
 
+def top_ties(results: dict, task: FactTask) -> pd.DataFrame:
+    """Per method and protocol, the test images whose best score two or more facts share (`strict`
+    counts such ties as shuffled, `implied` breaks them by fact index) and the most facts sharing one."""
+    rows = []
+    for m, res in results.items():
+        for p in protocols(res["dist"], task, scoring=scoring_of(res)):
+            shared = (p.scores == p.scores.max(1, keepdim=True).values).sum(1)
+            rows.append(dict(method=m, protocol=p.name, images=int((shared > 1).sum()), most=int(shared.max())))
+    return pd.DataFrame(rows)
+
+
 FIG7_BINS = ((0, 0), (1, 1), (2, 5), (6, 15), (16, 50), (51, None))
 
 
