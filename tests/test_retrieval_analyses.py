@@ -68,3 +68,42 @@ def test_max_composes_and_min_abstracts_for_order_models_sum_for_cosine():
     s = oe_regularities.combine(cos, a, b, "compose")
     assert torch.allclose(s, torch.nn.functional.normalize(a + b, dim=-1))
     assert torch.equal(s, oe_regularities.combine(cos, a, b, "abstract"))
+
+
+def _toy_scenes():
+    """Three 2x2 scenes of Fashion-MNIST's classes (-1: an empty slot), a lexicon of the classes' first lemmas."""
+    from types import SimpleNamespace
+
+    from orderlib.data.fashion_mnist import SYNSETS
+    from orderlib.data.scenes import Lexicon, Scenes
+
+    words = {s: (s.split(".")[0].replace("_", " "),) for s in (*SYNSETS, "artifact.n.01")}
+    lex = Lexicon(tuple((s, "artifact.n.01") for s in SYNSETS), words)
+    labels = np.array([[-1, 7, 8, -1], [0, 1, 7, 8], [1, -1, -1, -1]])  # 0 t-shirt, 1 trousers, 7 sneaker, 8 bag
+    items = np.where(labels >= 0, np.arange(12).reshape(3, 4), -1)
+    offsets = np.zeros((3, 4, 2), np.int64) + np.array([[0, 0], [0, 30], [30, 0], [30, 30]])
+    source = SimpleNamespace(images=np.full((12, 28, 28), 200, np.uint8))
+    return Scenes("test", 0, items, labels, offsets, [], [], source), lex
+
+
+def test_scene_classes_names_the_items_in_reading_order_and_wraps():
+    scenes, lex = _toy_scenes()
+    assert oe_regularities.scene_classes(scenes, lex, 0) == "sneaker, bag"
+    assert oe_regularities.scene_classes(scenes, lex, 2) == "trousers"
+    assert oe_regularities.scene_classes(scenes, lex, 1) == "t-shirt, trousers,\nsneaker, bag"
+
+
+def test_figure_names_the_classes_under_every_shown_scene():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    scenes, lex = _toy_scenes()
+    comp = [dict(a=7, b=8, top=np.array([0, 1, 2, 0]))]  # one of FIGURE_PAIRS: 4 retrieved scenes
+    abst = [dict(i=2, j=0, caption="an artifact", common=True), dict(i=0, j=2, caption="a bag", common=False)]
+    fig = oe_regularities.figure(scenes, lex, (comp, abst))
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    names = {"sneaker, bag", "t-shirt, trousers,\nsneaker, bag", "trousers"}
+    assert sum(t in names for t in texts) == 4 + 2 * 2  # under the 4 retrieved scenes and the 2 mins' 4 images
+    labels = [t for ax in fig.axes for t in ax.texts if t.get_text() in names]
+    assert all(t.get_position()[1] < 0 and t.get_va() == "top" for t in labels)  # below the image, not on it
+    matplotlib.pyplot.close(fig)

@@ -22,6 +22,7 @@ identical vectors (Section 4.4), so the rules agree unless that happens.
 from __future__ import annotations
 
 import itertools
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -37,11 +38,19 @@ from orderlib.training.retrieval import embed
 from orderlib.viz import cited, side_by_side
 
 CLASS_WORDS = {"jersey.n.03": "t-shirt", "gym_shoe.n.01": "sneaker"}  # else the first lemma
+LABEL_WORDS = {"trouser.n.01": "trousers"}  # a class's name under a figure's image, where not CLASS_WORDS
 
 
 def class_caption(lex: Lexicon, label: int) -> str:
     synset = lex.ladders[label][0]
     return noun_phrase(CLASS_WORDS.get(synset, lex.words[synset][0]), 1)
+
+
+def scene_classes(scenes: Scenes, lex: Lexicon, idx: int, width: int = 24) -> str:
+    """The classes of scene `idx`'s items in reading order (top left to bottom right), wrapped at `width`."""
+    synsets = [lex.ladders[int(c)][0] for c in scenes.labels[idx] if c >= 0]
+    names = [LABEL_WORDS.get(s, CLASS_WORDS.get(s, lex.words[s][0])) for s in synsets]
+    return textwrap.fill(", ".join(names), width)
 
 
 def concept_captions(lex: Lexicon) -> list[tuple[str, str]]:
@@ -190,10 +199,20 @@ def tie_gap(df: pd.DataFrame) -> float:
     return float((df["ties against"] - df["ties for"]).abs().max())
 
 
+def _label_scenes(fig, scenes: Scenes, lex: Lexicon, picks: list, shown: list, k: int, n: int) -> None:
+    """Name the classes under every scene of the figure: the retrieved images and the min's two images."""
+    at = lambda row, col: fig.axes[row * (k + 2) + col]  # plt.subplots' axes, row by row
+    scene_of = {(r, c + 2): i for r, e in enumerate(picks[:n]) for c, i in enumerate(e["top"][:k])}
+    scene_of |= {(n + r, c): e[key] for r, e in enumerate(shown[:n]) for c, key in enumerate(("i", "j"))}
+    for (row, col), i in scene_of.items():
+        text = scene_classes(scenes, lex, int(i))
+        at(row, col).text(0.5, -0.03, text, transform=at(row, col).transAxes, ha="center", va="top", fontsize=7.5)
+
+
 def figure(scenes: Scenes, lex: Lexicon, examples: tuple[list, list], k: int = 4):
     """viz.plot_regularities on three class pairs (FIGURE_PAIRS) and three image pairs (two whose
-    min names a common ancestor, one whose does not), with what its colours mean: a legend and a
-    label per block of rows."""
+    min names a common ancestor, one whose does not), each scene's classes under it, with what its
+    colours mean: a legend and a label per block of rows."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -205,6 +224,10 @@ def figure(scenes: Scenes, lex: Lexicon, examples: tuple[list, list], k: int = 4
     fig = plot_regularities(scenes, lambda c: class_caption(lex, c), picks, shown, k=k, n=3)
     for im in (im for ax in fig.axes for im in ax.get_images()):
         im.set_interpolation("nearest")  # the scenes' pixels as they are, and a PNG a third the size
+    _label_scenes(fig, scenes, lex, picks, shown, k, n=3)
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, height + 6 * 0.3)  # room for two lines of classes under each row
+    fig.tight_layout()
     fig.subplots_adjust(left=0.05)
     for rows, text in ((fig.axes[0 : 3 * (k + 2)], "composition"), (fig.axes[3 * (k + 2) :], "abstraction")):
         top, bottom = rows[0].get_position().y1, rows[-1].get_position().y0
