@@ -111,8 +111,8 @@ resume: data
 
 # Rerun only what the code in this tree would no longer produce (reports/README.md, "Freshness"): the
 # notebooks of stale reports and of stale executed copies, each resuming every model whose checkpoint
-# key still matches, and bench_reproduce after them; then list the stale benchmark and seed-spread
-# reports (`make refresh TARGET=reports` reruns those too: hours).
+# key still matches, after any stale seed spread a notebook displays, and bench_reproduce after them;
+# then list the stale benchmark reports (`make refresh TARGET=reports` reruns those too: hours).
 refresh: data
 	+$(SNAKEMAKE) $(DRY) $(TARGET) $(CONFIG)
 	$(PY) $(SCRIPTS)/report_index.py

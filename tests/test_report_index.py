@@ -74,3 +74,19 @@ def test_the_tolerance_line_is_read_off_the_bench_tolerance_report(tmp_path):
     assert "| table | 1 thread |" in line and "| numbers moved | 3 of 4 |" in line
     assert "| `t1` | 0.5 (hit@1); 0.004 (hp@5) |" in line
     assert "| `t2` | no move |" in line
+
+
+def test_a_copy_showing_an_older_run_of_a_seed_spread_is_stale(tmp_path):
+    """A notebook that displays a seed spread (viz.verdicts names the run in its first column) shows
+    that spread's numbers: a rerun of the spread stales the copy until the notebook reruns."""
+    nb = {"cells": [{"cell_type": "code", "source": ['verdicts("x_spread")\n', 'seed_rows("y", rows)']}]}
+    assert R.shown_reports(nb) == ["x_spread", "y"]
+    html = "<th>x_spread, commit abcdef1, 2026-11-28</th>"
+    ran = {"cells": [{"cell_type": "code", "outputs": [{"data": {"text/html": [html]}}]}]}
+    meta = {"git_commit": "abcdef1" + "0" * 33, "created": "2026-11-28T17:02:28+0000"}
+    (tmp_path / "x_spread.meta.json").write_text(json.dumps(meta))
+    assert R.shown_changed(ran, tmp_path) == []
+    (tmp_path / "x_spread.meta.json").write_text(json.dumps({**meta, "created": "2026-12-02T10:00:00+0000"}))
+    assert R.shown_changed(ran, tmp_path) == [
+        "shows x_spread of abcdef1, 2026-11-28; reports/tables holds commit abcdef1, 2026-12-02"
+    ]

@@ -98,6 +98,23 @@ def test_a_dry_run_plans_every_notebook_in_order_and_their_timings(local_plan):
     assert (runs / "fingerprints" / "dryrun" / "00_oe_fig2_toy2d.json").exists()  # written when it was parsed
 
 
+def test_on_the_full_preset_a_notebook_runs_after_the_seed_spreads_it_shows(tmp_path):
+    """03, 06, 07, 08 and 09 display seed-spread verdicts: each waits on those spreads (which train
+    its seed-0 models themselves), so a rerun of a spread reruns the notebook after it, in one run."""
+    from report_index import shown_reports
+
+    snakemake = Path(sys.executable).with_name("snakemake")
+    cmd = [str(snakemake), "-n", "--forceall", "--snakefile", "workflow/Snakefile", "--cores", "2", "reports"]
+    env = {**os.environ, "ORDERLIB_RUNS": str(tmp_path)}
+    done = subprocess.run([*cmd, "--config", "preset=full"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    shows = {stem: shown_reports(json.loads((REPO / "notebooks" / f"{stem}.ipynb").read_text())) for stem in NOTEBOOKS}
+    assert {s for s, ids in shows.items() if ids} == {s for s in NOTEBOOKS if s[:2] in {"03", "06", "07", "08", "09"}}
+    for stem, ids in shows.items():
+        inputs = rule_block(done.stdout, stem).split("output:")[0]
+        assert all(f"reports/tables/{rid}.meta.json" in inputs for rid in ids), (stem, ids, inputs)
+
+
 def test_the_slurm_profile_plans_every_notebook_as_a_job():
     pytest.importorskip("snakemake_executor_plugin_slurm")
     import tempfile

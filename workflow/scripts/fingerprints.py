@@ -17,15 +17,18 @@ import os
 import time
 from pathlib import Path
 
-from report_index import report_freshness
+from report_index import report_freshness, shown_changed
 
 from orderlib import freshness
 from orderlib.atomic import atomic_write_text
 
 
-def stale(source: str, tables: Path, ids: list[str], read: freshness.Reader, executed: Path | None = None) -> list[str]:
+def stale(
+    source: str, tables: Path, ids: list[str], read: freshness.Reader, executed: Path | None = None, shown=None
+) -> list[str]:
     """Why the reports `ids` of `source` under `tables`, or its executed copy `executed`, would not be
-    what the tree `read` reads produces now; [] when they would (or do not exist yet)."""
+    what the tree `read` reads produces now; [] when they would (or do not exist yet). `shown`: the
+    folder of the reports the copy displays (report_index.shown_changed), where they count."""
     why = []
     for rid in ids:
         meta = Path(tables) / f"{rid}.meta.json"
@@ -35,6 +38,7 @@ def stale(source: str, tables: Path, ids: list[str], read: freshness.Reader, exe
         ran, nb = json.loads(Path(executed).read_text()), json.loads(read(source))
         if _code(ran) != _code(nb) and freshness.notebook_code(ran) != freshness.notebook_code(nb):
             why.append(f"{Path(executed).name}: its code cells differ from the notebook's")
+        why += [f"{Path(executed).name}: {w}" for w in shown_changed(ran, shown)] if shown else []
     return why
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -135,16 +136,46 @@ def report_freshness(meta: dict, source: str, read: freshness.Reader) -> list[st
     return freshness.changed(record, read)
 
 
+SHOWS = re.compile(r"\b(?:verdicts|seed_rows)\(\s*\"(\w+)\"")  # viz.verdicts, devise_walkthrough.seed_rows
+MADE = re.compile(r"\b(\w+), commit ([0-9a-f]{7}|unknown), (\d{4}-\d\d-\d\d)\b")  # viz.made
+
+
+def shown_reports(nb: dict) -> list[str]:
+    """The reports of reports/tables/ a notebook displays as written by their own script (a seed
+    spread's verdicts): the workflow runs it after them."""
+    code = ["".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "code"]
+    return list(dict.fromkeys(SHOWS.findall("\n".join(code))))
+
+
+def shown_changed(ran: dict, tables: Path) -> list[str]:
+    """Where the executed copy `ran` shows a report (viz.made's "<id>, commit <c>, <date>" in its
+    outputs) other than the run of it under `tables` now: [] when it shows the current ones."""
+    from orderlib.viz import made
+
+    text = "\n".join(
+        "".join(v) if isinstance(v, list) else str(v)
+        for c in ran.get("cells", [])
+        for o in c.get("outputs", [])
+        for v in [o.get("text", ""), *o.get("data", {}).values()]
+    )
+    why = []
+    for rid, commit, date in dict.fromkeys(MADE.findall(text)):
+        now = made(Path(tables) / f"{rid}.csv")
+        if (Path(tables) / f"{rid}.meta.json").exists() and now != f"{rid}, commit {commit}, {date}":
+            why.append(f"shows {rid} of {commit}, {date}; reports/tables holds {now.split(', ', 1)[1]}")
+    return why
+
+
 def copy_freshness(source: str, root: Path) -> str:
     """An executed copy's state: "current" when its code cells equal its notebook's (papermill's
-    injected parameters aside) and so do its Markdown cells; "text" when only the Markdown differs
-    (`report_index.py --text` brings it over, no rerun needed); "stale";
-    or "" where the source has no copy."""
+    injected parameters aside), so do its Markdown cells, and the reports it shows (`shown_changed`)
+    are those under reports/tables; "text" when only the Markdown differs (`report_index.py --text`
+    brings it over, no rerun needed); "stale"; or "" where the source has no copy."""
     executed = reports_dir(root) / "notebooks" / Path(source).name
     if not source.endswith(".ipynb") or not executed.exists() or not (Path(root) / source).exists():
         return ""
     ran, nb = json.loads(executed.read_text()), json.loads((Path(root) / source).read_text())
-    if freshness.notebook_code(ran) != freshness.notebook_code(nb):
+    if freshness.notebook_code(ran) != freshness.notebook_code(nb) or shown_changed(ran, reports_dir(root) / "tables"):
         return "stale"
     return "current" if notebook_markdown(ran) == [relink(m) for m in notebook_markdown(nb)] else "text"
 
@@ -231,7 +262,10 @@ def freshness_section(reports: dict[str, list[str]], copies: dict[str, str]) -> 
             lines.append(f"| `{rid}` | {shown}{f' and {len(why) - 6} more' if len(why) > 6 else ''}{needs} |")
         lines.append("")
     for state, what in (
-        ("stale", "Executed copies whose code cells differ from their notebook's"),
+        (
+            "stale",
+            "Executed copies whose code cells differ from their notebook's, or that show an older run of a report",
+        ),
         ("text", "Executed copies whose code is current but whose text (Markdown cells) is not"),
     ):
         bad = sorted(nb for nb, s in copies.items() if s == state)
