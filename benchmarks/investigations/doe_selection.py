@@ -13,9 +13,10 @@ The evaluations' flushes move each trajectory at float rounding, so Table 1's ru
 runs matches the notebook's row within 0.13 per seed, not to the digit; the same settings are also
 trained by Table 1's own trainer (evaluated after each epoch only), for its exact row on each split.
 
-With `--authors-log`, their released run's log (log/hyp_prediction.log of their repository, the
-command's output: dev accuracy and test accuracy every 100 steps) is read with the same rules and
-its rows added, marked as theirs.
+With `--authors-log` (default: data/density-order-emb/hyp_prediction.log where it exists, which
+the workflow's rule then reads), their released run's log (log/hyp_prediction.log of their
+repository, the command's output: dev accuracy and test accuracy every 100 steps) is read with the
+same rules and its rows added, marked as theirs.
 
 Writes reports/tables/oe_table1_doe_selection.* (full preset; others under runs/<preset>/reports/);
 each run's evaluations are kept under runs/<preset>/checkpoints/ and reused by a rerun.
@@ -41,6 +42,7 @@ from orderlib.eval.hypernymy import transitive_closure_accuracy
 from orderlib.eval.selection import choose_checkpoint
 from orderlib.experiments import oe_wordnet as exp
 from orderlib.experiments import oe_wordnet_tables as tables
+from orderlib.paths import data_root
 from orderlib.reports import device_description, git_commit, model_record, training_provenance, write_table
 from orderlib.runs import run_paths
 from orderlib.training.workers import run_in_workers
@@ -178,7 +180,13 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=100, help="optimiser steps between evaluations (theirs: 100)")
     ap.add_argument("--schedules", nargs="+", default=list(SCHEDULES), choices=list(SCHEDULES))
     ap.add_argument("--splits", nargs="+", default=list(SPLITS), choices=list(SPLITS))
-    ap.add_argument("--authors-log", type=Path, help="their log/hyp_prediction.log, read with the same rules")
+    log = data_root() / "density-order-emb" / "hyp_prediction.log"
+    ap.add_argument(
+        "--authors-log",
+        type=Path,
+        default=log if log.exists() else None,
+        help=f"their log/hyp_prediction.log, read with the same rules (default: {log}, where it exists)",
+    )
     ap.add_argument("--workers", default="auto")
     args = ap.parse_args()
     t0, commit = time.perf_counter(), git_commit()
