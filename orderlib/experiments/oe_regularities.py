@@ -41,21 +41,26 @@ CLASS_WORDS = {"jersey.n.03": "t-shirt", "gym_shoe.n.01": "sneaker"}  # else the
 LABEL_WORDS = {"trouser.n.01": "trousers"}  # a class's name under a figure's image, where not CLASS_WORDS
 
 
+def class_word(lex: Lexicon, synset: str) -> str:
+    """The word a caption names a class by: CLASS_WORDS, else the synset's first lemma."""
+    return CLASS_WORDS.get(synset, lex.words[synset][0])
+
+
 def class_caption(lex: Lexicon, label: int) -> str:
     synset = lex.ladders[label][0]
-    return noun_phrase(CLASS_WORDS.get(synset, lex.words[synset][0]), 1)
+    return noun_phrase(class_word(lex, synset), 1)
 
 
 def scene_classes(scenes: Scenes, lex: Lexicon, idx: int, width: int = 24) -> str:
     """The classes of scene `idx`'s items in reading order (top left to bottom right), wrapped at `width`."""
     synsets = [lex.ladders[int(c)][0] for c in scenes.labels[idx] if c >= 0]
-    names = [LABEL_WORDS.get(s, CLASS_WORDS.get(s, lex.words[s][0])) for s in synsets]
+    names = [LABEL_WORDS.get(s) or class_word(lex, s) for s in synsets]
     return textwrap.fill(", ".join(names), width)
 
 
 def concept_captions(lex: Lexicon) -> list[tuple[str, str]]:
     """(synset, caption) for every synset the captions can name."""
-    return [(s, noun_phrase(CLASS_WORDS.get(s, w[0]), 1, s in MASS_NOUNS)) for s, w in lex.words.items()]
+    return [(s, noun_phrase(class_word(lex, s), 1, s in MASS_NOUNS)) for s in lex.words]
 
 
 @torch.no_grad()
@@ -221,15 +226,16 @@ def figure(scenes: Scenes, lex: Lexicon, examples: tuple[list, list], k: int = 4
     comp, abst = examples
     picks = [e for e in comp if {e["a"], e["b"]} in FIGURE_PAIRS]
     shown = [e for e in abst if e["common"]][:2] + [e for e in abst if not e["common"]][:1]
-    fig = plot_regularities(scenes, lambda c: class_caption(lex, c), picks, shown, k=k, n=3)
+    n = 3  # rows per block
+    fig = plot_regularities(scenes, lambda c: class_caption(lex, c), picks, shown, k=k, n=n)
     for im in (im for ax in fig.axes for im in ax.get_images()):
         im.set_interpolation("nearest")  # the scenes' pixels as they are, and a PNG a third the size
-    _label_scenes(fig, scenes, lex, picks, shown, k, n=3)
+    _label_scenes(fig, scenes, lex, picks, shown, k, n=n)
     width, height = fig.get_size_inches()
-    fig.set_size_inches(width, height + 6 * 0.3)  # room for two lines of classes under each row
+    fig.set_size_inches(width, height + 2 * n * 0.3)  # room for two lines of classes under each row
     fig.tight_layout()
     fig.subplots_adjust(left=0.05)
-    for rows, text in ((fig.axes[0 : 3 * (k + 2)], "composition"), (fig.axes[3 * (k + 2) :], "abstraction")):
+    for rows, text in ((fig.axes[0 : n * (k + 2)], "composition"), (fig.axes[n * (k + 2) :], "abstraction")):
         top, bottom = rows[0].get_position().y1, rows[-1].get_position().y0
         fig.text(0.01, (top + bottom) / 2, text, rotation=90, va="center", ha="center", fontsize=11)
     handles = [
