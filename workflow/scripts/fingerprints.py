@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-from report_index import report_freshness, shown_changed
+from report_index import copy_changed, report_freshness
 
 from orderlib import freshness
 from orderlib.atomic import atomic_write_text
@@ -36,20 +36,8 @@ def stale(
             why += [f"{rid}: {w}" for w in report_freshness(json.loads(meta.read_text()), source, read)]
     if executed is not None and Path(executed).exists() and read(source) is not None:
         ran, nb = json.loads(Path(executed).read_text()), json.loads(read(source))
-        if _code(ran) != _code(nb) and freshness.notebook_code(ran) != freshness.notebook_code(nb):
-            why.append(f"{Path(executed).name}: its code cells differ from the notebook's")
-        why += [f"{Path(executed).name}: {w}" for w in shown_changed(ran, shown)] if shown else []
+        why += [f"{Path(executed).name}: {w}" for w in copy_changed(ran, nb, shown)]
     return why
-
-
-def _code(nb: dict) -> list[str]:
-    """A notebook's code cells as written, papermill's injected parameters aside: where a copy's equal
-    its notebook's, so is their code (notebook_code, which parses every cell, decides otherwise)."""
-    return [
-        "".join(c.get("source", ""))
-        for c in nb.get("cells", [])
-        if c.get("cell_type") == "code" and "injected-parameters" not in c.get("metadata", {}).get("tags", [])
-    ]
 
 
 def refresh(path: Path, source: str, read: freshness.Reader, outputs: list[Path], why: list[str]) -> bool:

@@ -166,6 +166,25 @@ def shown_changed(ran: dict, tables: Path) -> list[str]:
     return why
 
 
+def copy_changed(ran: dict, nb: dict, shown: Path | None = None) -> list[str]:
+    """Why the executed copy `ran` is no run of its notebook `nb` now: its code cells differ (papermill's
+    injected parameters aside), or it shows reports other than those under `shown`; [] when neither."""
+    why = []
+    if _code(ran) != _code(nb) and freshness.notebook_code(ran) != freshness.notebook_code(nb):
+        why.append("its code cells differ from the notebook's")
+    return why + (shown_changed(ran, shown) if shown else [])
+
+
+def _code(nb: dict) -> list[str]:
+    """A notebook's code cells as written, papermill's injected parameters aside: where a copy's equal
+    its notebook's, so is their code (notebook_code, which parses every cell, decides otherwise)."""
+    return [
+        "".join(c.get("source", ""))
+        for c in nb.get("cells", [])
+        if c.get("cell_type") == "code" and "injected-parameters" not in c.get("metadata", {}).get("tags", [])
+    ]
+
+
 def copy_freshness(source: str, root: Path) -> str:
     """An executed copy's state: "current" when its code cells equal its notebook's (papermill's
     injected parameters aside), so do its Markdown cells, and the reports it shows (`shown_changed`)
@@ -175,7 +194,7 @@ def copy_freshness(source: str, root: Path) -> str:
     if not source.endswith(".ipynb") or not executed.exists() or not (Path(root) / source).exists():
         return ""
     ran, nb = json.loads(executed.read_text()), json.loads((Path(root) / source).read_text())
-    if freshness.notebook_code(ran) != freshness.notebook_code(nb) or shown_changed(ran, reports_dir(root) / "tables"):
+    if copy_changed(ran, nb, reports_dir(root) / "tables"):
         return "stale"
     return "current" if notebook_markdown(ran) == [relink(m) for m in notebook_markdown(nb)] else "text"
 
