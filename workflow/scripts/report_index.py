@@ -178,11 +178,12 @@ def copy_changed(ran: dict, nb: dict, shown: Path | None = None) -> list[str]:
 def _code(nb: dict) -> list[str]:
     """A notebook's code cells as written, papermill's injected parameters aside: where a copy's equal
     its notebook's, so is their code (notebook_code, which parses every cell, decides otherwise)."""
-    return [
-        "".join(c.get("source", ""))
-        for c in nb.get("cells", [])
-        if c.get("cell_type") == "code" and "injected-parameters" not in c.get("metadata", {}).get("tags", [])
-    ]
+    return ["".join(c.get("source", "")) for c in _own_cells(nb) if c.get("cell_type") == "code"]
+
+
+def _own_cells(nb: dict) -> list[dict]:
+    """A notebook's cells, papermill's injected parameters aside."""
+    return [c for c in nb.get("cells", []) if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
 
 
 def copy_freshness(source: str, root: Path) -> str:
@@ -206,7 +207,7 @@ def notebook_markdown(nb: dict) -> list[str]:
 
 def _kinds(nb: dict) -> list[str]:
     """The cell types in order, papermill's injected parameters aside."""
-    return [c["cell_type"] for c in nb["cells"] if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+    return [c["cell_type"] for c in _own_cells(nb)]
 
 
 def sync_text(executed: Path, source: Path) -> bool:
