@@ -62,3 +62,24 @@ def test_add_across_keeps_the_other_rows_and_replaces_its_own(tmp_path, monkeypa
     df = pd.read_csv(out / "bench_tolerance.csv")
     assert sorted(df["method"].value_counts().tolist()) == [1, 2]
     assert df.loc[df["measure"] == "top-1", "ours"].item() == pytest.approx(3.4)
+
+
+def test_a_rerun_of_the_variants_keeps_the_across_rows(tmp_path, monkeypatch, benchmark_module):
+    tol = benchmark_module("tolerance")
+    label = "cpu:AMD EPYC, AVX2 kernels (2 threads) vs cpu:AMD EPYC, AVX512 kernels (2 threads)"
+    out = tmp_path / "repo" / "reports" / "tables"
+    out.mkdir(parents=True)
+    pd.DataFrame(
+        [
+            dict(method="1 thread vs reference", metric="x", paper=None, ours=0.6),
+            dict(method=label, metric="top-1", paper=None, ours=3.15),
+        ]
+    ).to_csv(out / "bench_tolerance.csv", index=False)
+    other = tmp_path / "shared" / "tolerance"
+    meta = {"across": {label: {"folders": ["reports/tables", str(other)], "label": label}}}
+    (out / "bench_tolerance.meta.json").write_text(json.dumps(meta))
+    monkeypatch.setattr(tol, "repo_root", lambda: tmp_path / "repo")
+    rows, across = tol.kept_across(out)
+    assert rows["method"].tolist() == [label] and rows["ours"].item() == 3.15
+    assert across[label]["folders"] == ["reports/tables", "../shared/tolerance"]  # no absolute path in provenance
+    assert tol.kept_across(tmp_path)[1] == {}  # no report yet: nothing to keep

@@ -214,7 +214,7 @@ def add_across(a: Path, b: Path) -> None:
     meta = json.loads((out / "bench_tolerance.meta.json").read_text()) if len(old) else {}
     old = old[old["method"] != info["label"]] if len(old) else old
     df = pd.concat([old, pd.DataFrame(rows)], ignore_index=True)
-    meta.setdefault("across", {})[info["label"]] = {"folders": [str(a), str(b)], **info}
+    meta.setdefault("across", {})[info["label"]] = {"folders": [_shown(a), _shown(b)], **info}
     for key, value in dict(
         preset="full",
         seed=0,
@@ -225,11 +225,31 @@ def add_across(a: Path, b: Path) -> None:
     ).items():
         meta.setdefault(key, value)
     meta.pop("fingerprints", None)
-    notes = (meta.get("notes") or "") + (
+    write_tolerance(df, meta, out, (meta.get("notes") or "").replace(_across_note(info), "") + _across_note(info))
+
+
+def _shown(folder: Path) -> str:
+    """A folder as the provenance names it: relative to the repository where it can be."""
+    return os.path.relpath(folder.resolve(), repo_root())
+
+
+def _across_note(info: dict) -> str:
+    return (
         f" '{info['label']}': the tables {', '.join(info['tables'])} as two machines made them "
         f"(commits {', '.join(info['commits'])}; same code and data fingerprints)."
     )
-    write_tolerance(df, meta, out, notes)
+
+
+def kept_across(out: Path) -> tuple[pd.DataFrame, dict]:
+    """The rows and provenance that `--across` put into the committed bench_tolerance: a rerun of the
+    variants keeps them, since they compare two machines' committed tables, not this machine's runs."""
+    if not (out / "bench_tolerance.csv").exists():
+        return pd.DataFrame(), {}
+    across = json.loads((out / "bench_tolerance.meta.json").read_text()).get("across", {})
+    for info in across.values():
+        info["folders"] = [f if not os.path.isabs(f) else _shown(Path(f)) for f in info["folders"]]
+    old = pd.read_csv(out / "bench_tolerance.csv")
+    return old[old["method"].isin(list(across))], across
 
 
 def main() -> None:
@@ -259,6 +279,8 @@ def main() -> None:
         if name != "reference"
         for row in compare(reference, tables_of(base / name.replace(" ", "_")), f"{name} vs reference")
     ]
+    out = repo_root() / "reports" / "tables" if args.preset == "full" else base / "tables"
+    kept, across = kept_across(out) if args.preset == "full" else (pd.DataFrame(), {})
     df = pd.DataFrame(rows)
     trained_at = sorted(
         {
@@ -286,6 +308,7 @@ def main() -> None:
         + "."
     )
     meta = dict(
+        across=across,
         preset=args.preset,
         seed=0,
         device=device_description("cpu"),
@@ -301,8 +324,9 @@ def main() -> None:
         trained_at=trained_at,
         notes=notes,  # kept when --across adds its rows
     )
-    out = repo_root() / "reports" / "tables" if args.preset == "full" else base / "tables"
     out.mkdir(parents=True, exist_ok=True)
+    notes += "".join(_across_note(info) for info in across.values())
+    df = pd.concat([df, kept], ignore_index=True)
     print(write_tolerance(df, meta, out, notes).to_string(index=False))
 
 
