@@ -47,7 +47,7 @@ def make_step(name: str):
 
         model, loss, cfg, _ = (g.table3_task if name == "gru-snli" else g.table2_task)(8)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-        mode = precision.resolve("auto", "cpu")
+        mode = precision.resolve("fp32", "cpu")  # the notebooks' default MATMUL, which made the reports
         state = {"b": 0}
 
         per_tensor = name == "gru-scenes"  # clipping as each trainer does: Table 2 per tensor, Table 3 globally
@@ -172,12 +172,12 @@ def main() -> None:
         "rounds": a.rounds,
         "seconds_per_worker": a.seconds,
         "rates": {f"{w} | {c}": v for (w, c), v in got.items()},
-        "matmul": "auto",
+        "matmul": "fp32",
     }
     notes = (
         f"Each cell: median over {a.rounds} alternating rounds of the steps per second of worker processes "
         f"measured for {a.seconds:g} s each after two warm-up steps, side by side over the same seconds (two processes: summed). Matrix products "
-        "as the notebooks' MATMUL='auto' (bf16 where the CPU has bf16 units). The ratio is what "
+        "in float32, as the notebooks' default MATMUL='fp32' that made the reports. The ratio is what "
         "running notebooks side by side (config/config.yaml: threads) gains on notebooks made of these steps."
     )
     write_table("bench_lanes", df, meta, title="Notebooks side by side: training steps per second", notes=notes)
