@@ -44,6 +44,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from orderlib import precision  # noqa: E402
 from orderlib.reports import device_description, repo_root, write_table  # noqa: E402
 
 WORKLOADS = {
@@ -283,6 +284,7 @@ def main() -> None:
     names = [w for w in a.workloads.split(",") if w]
     t_start = time.perf_counter()
     torch.set_num_threads(1)  # as the notebooks' row workers run
+    precision.use("fp32", "cpu")  # as the notebooks' default MATMUL, which bench_reproduce timed
     steps = {w: make_step(w) for w in names}
     steps[PEAK], steps[STREAM], steps[GATHER] = peak_step(), stream_step(), gather_step()
     for s in steps.values():  # warm up: first calls allocate and pick kernels
@@ -388,15 +390,15 @@ def main() -> None:
         "bytes_per_call": moved,
         "notebook_step": NOTEBOOK_STEP,
         "reproduce_commits": sorted({r.get("commit", "")[:7] for r in runs}),
-        "matmul": "auto",
+        "matmul": "fp32",
     }
     notes = (
         f"One thread. Each time: median over {a.rounds} alternating rounds of at least {a.seconds:g} s each, "
         "after two warm-up calls. FLOP: matrix products only (torch.utils.flop_counter, forward and "
         "backward), so a step's share of the peak is an upper estimate of how well it uses the cores and "
         "'largest speed-up at the GEMM peak' an upper bound on what a float32 implementation could gain. "
-        "Matrix products as the notebooks' MATMUL='auto' (bf16 where the CPU has bf16 units: there the peak "
-        "row is float32 and the shares are not bounds). Notebook rows: bench_reproduce's summed training "
+        "Matrix products in float32, as the notebooks' default MATMUL='fp32' that made the reports "
+        "and bench_reproduce's times. Notebook rows: bench_reproduce's summed training "
         "minutes of that notebook's models (worker-minutes; timed at the commit it names) times the share of "
         "its dominant step (Table 1: bytes at the stream bandwidth; its reports do not record every model's "
         "training time, so its wall time times the cores stands for it); two one-thread workers side by side "
