@@ -228,6 +228,9 @@ def figure(scenes: Scenes, lex: Lexicon, examples: tuple[list, list], k: int = 4
     shown = [e for e in abst if e["common"]][:2] + [e for e in abst if not e["common"]][:1]
     n = 3  # rows per block
     fig = plot_regularities(scenes, lambda c: class_caption(lex, c), picks, shown, k=k, n=n)
+    for r in range(len(shown[:n])):  # the query in words over its two images: "min( this image, this image )"
+        for col, words in enumerate(("min( this image,", "this image )")):
+            fig.axes[(n + r) * (k + 2) + col].set_title(words, fontsize=9)
     for im in (im for ax in fig.axes for im in ax.get_images()):
         im.set_interpolation("nearest")  # the scenes' pixels as they are, and a PNG a third the size
     _label_scenes(fig, scenes, lex, picks, shown, k, n=n)
