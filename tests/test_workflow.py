@@ -158,6 +158,7 @@ def test_a_comment_reruns_nothing_a_changed_import_reruns_what_the_index_calls_s
     assert refresh("x") == ([], False, False)
     write("orderlib/a.py", "import orderlib.b\n\n\ndef f():\n    return 1\n")
     assert refresh("x") == (["x: orderlib/a.py"], True, True) and refresh("y") == ([], False, False)
+    assert refresh("x") == (["x: orderlib/a.py"], True, True)  # each plan of a stale rule: new content
     write("orderlib/a.py", "def f():\n    return 1\n")  # reverted: current again, dated before its report
     assert refresh("x") == ([], True, False)
 

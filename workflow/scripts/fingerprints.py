@@ -43,9 +43,17 @@ def stale(
 def refresh(path: Path, source: str, read: freshness.Reader, outputs: list[Path], why: list[str]) -> bool:
     """Write the fingerprints of `source` to `path` where they changed, then date `path` after the
     oldest of `outputs` if `why` (the outputs are stale) and before it otherwise. Return whether the
-    content changed."""
+    content changed.
+
+    A stale rule's file also holds the time of this plan, so its content differs from any earlier
+    plan's: snakemake skips an input that is newer than the outputs but has the checksum it recorded
+    for their last job, and it records one for a job that was interrupted (its update() outputs
+    restored), which the next plan would then take as done."""
     path = Path(path)
-    text = json.dumps({"source": source, "code": freshness.fingerprints(source, read)}, indent=1) + "\n"
+    record = {"source": source, "code": freshness.fingerprints(source, read)}
+    if why:
+        record |= {"stale": why, "planned": time.time()}
+    text = json.dumps(record, indent=1) + "\n"
     changed = not path.exists() or path.read_text() != text
     if changed:
         path.parent.mkdir(parents=True, exist_ok=True)
