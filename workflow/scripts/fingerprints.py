@@ -1,6 +1,7 @@
 """The fingerprint files that stand for the code of workflow/Snakefile's rules: one per rule, under
 runs/fingerprints/<preset>/<rule>.json, holding orderlib.freshness's fingerprints of its source's
-import closure (its notebook or script, and every orderlib file imports reach from it).
+import closure (its notebook or script, and every orderlib file imports reach from it) and, while the
+rule is stale, why and when it was last planned.
 
 A rule takes its file as input, so the workflow reruns it when the file is newer than its outputs.
 `refresh` rewrites a file only when its content changed (a comment or docstring changes nothing), and
