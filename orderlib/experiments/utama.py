@@ -110,8 +110,9 @@ def vector_sets(
     """Every row's word vectors by the set ROWS names, and notes on them: DEFAULT, `vectors` (from
     cfg["word_vectors"], or the gloss skip-gram's where that is None); GLOSS, the gloss skip-gram's,
     only where cfg["word_vectors"] names other vectors (else DEFAULT's rows are those); RANDOM, unit
-    vectors of `vectors`' shape (Utama's ablation). GLOSS is built as DEFAULT was: of the stand-in's
-    synsets, or, given the `words` themselves (MIT-States), as `token_vectors` reads them."""
+    vectors of `vectors`' shape (beyond the paper, which only initialises from skip-gram vectors).
+    GLOSS is built as DEFAULT was: of the stand-in's synsets, or, given the `words` themselves
+    (MIT-States), as `token_vectors` reads them."""
     d, seed = vectors.shape[1], cfg["seed"]
     sets = {DEFAULT: vectors, RANDOM: random_vectors(vectors.shape, seed)}
     notes = {"text vectors": vector_note(cfg.get("word_vectors"), words is not None)}
