@@ -1,6 +1,6 @@
 """How far a report's numbers move between machines and thread counts: one notebook, one commit, one seed.
 
-Reruns a notebook (default: 06, DeViSE Table 1, full preset) from scratch in several variants, each in
+Reruns notebooks (default: 06, DeViSE Table 1, and 08, Utama's three tables; full preset) from scratch in several variants, each in
 a folder of its own (nothing shared, nothing resumed across variants), and compares every number of
 its tables with the reference variant's:
 - "reference": this machine, all cores (torch's default threads), MATMUL fp32;
@@ -20,7 +20,7 @@ machine's reports/tables to the other). Their numbers are compared table by tabl
 "<kind of A> vs <kind of B>" replace any earlier rows of that pair in bench_tolerance, beside the
 variants above.
 
-    .venv/bin/python benchmarks/seed_spread/tolerance.py [--notebooks notebooks/06_devise_table1.ipynb] [--preset full]
+    .venv/bin/python benchmarks/seed_spread/tolerance.py [--notebooks notebooks/06_devise_table1.ipynb ...] [--preset full]
     .venv/bin/python benchmarks/seed_spread/tolerance.py --across reports/tables /path/to/other/reports/tables
 """
 
@@ -47,6 +47,7 @@ VARIANTS = {  # name -> (environment, MATMUL)
     "SSE4 kernels": (SSE4, "fp32"),
     "bf16 products": ({}, "bf16"),
 }
+NOTEBOOKS = ("06_devise_table1", "08_utama_compositionality")  # the make reproduce rule's; docs/reliability.md
 KEYS = ("method", "metric")  # with every other non-number column of a table
 
 
@@ -254,7 +255,7 @@ def kept_across(out: Path) -> tuple[pd.DataFrame, dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--notebooks", nargs="+", type=Path, default=[Path("notebooks/06_devise_table1.ipynb")])
+    ap.add_argument("--notebooks", nargs="+", type=Path, default=[Path(f"notebooks/{nb}.ipynb") for nb in NOTEBOOKS])
     ap.add_argument("--preset", default="full")
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     ap.add_argument("--across", nargs=2, type=Path, metavar=("A", "B"), help="two machines' report tables")
