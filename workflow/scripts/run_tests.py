@@ -137,10 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         step("lint (ruff check)", [py, "-m", "ruff", "check", "."], env),
         step("format (ruff format --check)", [py, "-m", "ruff", "format", "--check", "."], env),
         step("import layers (lint-imports)", [str(Path(py).parent / "lint-imports"), "--no-cache"], env),
-        # --check: fails when reports/README.md is out of date and lists stale reports; add --strict to
-        # fail on them too (make test leaves it off while every report awaits the retrain at the new
-        # checkpoint keys, docs/reliability.md#freshness).
-        step("report index", [py, str(Path(__file__).with_name("report_index.py")), "--check"], env),
+        # --check --strict: fails when reports/README.md is out of date or a report or executed copy is
+        # stale against this tree (a GPU-only report excepted; docs/reliability.md#freshness).
+        step("report index", [py, str(Path(__file__).with_name("report_index.py")), "--check", "--strict"], env),
         step(
             "library tests",
             [
