@@ -1,6 +1,7 @@
 """benchmarks/seed_spread/tolerance.py --across: two machines' tables, same code and data, compared number by number."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -83,3 +84,11 @@ def test_a_rerun_of_the_variants_keeps_the_across_rows(tmp_path, monkeypatch, be
     assert rows["method"].tolist() == [label] and rows["ours"].item() == 3.15
     assert across[label]["folders"] == ["reports/tables", "../shared/tolerance"]  # no absolute path in provenance
     assert tol.kept_across(tmp_path)[1] == {}  # no report yet: nothing to keep
+
+
+def test_the_workflow_rule_reruns_every_notebook_of_the_committed_report(benchmark_module):
+    """The bench_tolerance rule runs tolerance.py without arguments: its default notebooks must be the
+    committed report's, or a `make refresh` rewrites the report without some of them."""
+    tol = benchmark_module("tolerance")
+    meta = json.loads((Path(__file__).parents[1] / "reports" / "tables" / "bench_tolerance.meta.json").read_text())
+    assert [f"notebooks/{nb}.ipynb" for nb in tol.NOTEBOOKS] == meta["notebooks"]
